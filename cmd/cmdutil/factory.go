@@ -1,0 +1,89 @@
+// Package cmdutil holds what every command shares: the Factory of lazy dependencies, the
+// global options, and output helpers.
+package cmdutil
+
+import (
+	"context"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// GlobalOptions are the root command's persistent flags.
+type GlobalOptions struct {
+	ConfigFile string // --config: an extra config file layer
+	ProjectDir string // --project: project root override
+	Debug      bool   // --debug: log Docker API calls to stderr
+	Quiet      bool   // -q/--quiet
+}
+
+// Factory hands commands their dependencies. Everything that touches the outside world is a
+// function, called only when a command needs it, so --help and config errors never dial.
+type Factory struct {
+	IOStreams  *iostreams.IOStreams
+	Global     *GlobalOptions
+	Getenv     func(string) string
+	LookupEnv  func(string) (string, bool)
+	Environ    func() []string
+	HomeDir    func() (string, error)
+	WorkingDir func() (string, error)
+	Now        func() time.Time
+
+	// Endpoint resolves which engine to use without dialling it.
+	Endpoint func() (sandbox.Endpoint, error)
+	// Engine dials the engine once and reuses the connection.
+	Engine func(ctx context.Context) (sandbox.Engine, error)
+}
+
+// New returns the Factory for the real process.
+func New() *Factory {
+	f := &Factory{
+		Global:     &GlobalOptions{},
+		Getenv:     os.Getenv,
+		LookupEnv:  os.LookupEnv,
+		Environ:    os.Environ,
+		HomeDir:    os.UserHomeDir,
+		WorkingDir: os.Getwd,
+		Now:        time.Now,
+	}
+	f.IOStreams = iostreams.System(f.Getenv)
+	f.Endpoint = func() (sandbox.Endpoint, error) {
+		home, _ := f.HomeDir()
+		return sandbox.ResolveEndpoint(f.Getenv, home)
+	}
+	f.Engine = engineOnce(f)
+	return f
+}
+
+func engineOnce(f *Factory) func(ctx context.Context) (sandbox.Engine, error) {
+	var (
+		mu  sync.Mutex
+		eng sandbox.Engine
+	)
+	return func(ctx context.Context) (sandbox.Engine, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if eng != nil {
+			return eng, nil
+		}
+		ep, err := f.Endpoint()
+		if err != nil {
+			return nil, errs.Failure(err, "fix the Docker context (docker context ls), or unset DOCKER_CONTEXT to use the default engine")
+		}
+		var debug io.Writer
+		if f.Global.Debug {
+			debug = f.IOStreams.ErrOut
+		}
+		cli, err := sandbox.Connect(ctx, ep, debug)
+		if err != nil {
+			return nil, err
+		}
+		eng = cli
+		return eng, nil
+	}
+}

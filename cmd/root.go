@@ -1,0 +1,50 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/doctor"
+	"github.com/sbx-sandbox/sbx/cmd/version"
+	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
+)
+
+// NewCmdRoot builds "sbx" with its global flags and every subcommand.
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	info := buildinfo.Get()
+	root := &cobra.Command{
+		Use:   "sbx <command>",
+		Short: "Run untrusted code in hardened local Docker sandboxes",
+		Long: `sbx runs code you do not trust (written by AI agents, or anyone) inside hardened local
+Docker containers: read-only root, tmpfs scratch space, no capabilities, no network, no
+privilege escalation, and hard CPU, memory and process limits.`,
+		Example: `  sbx exec -- python3 -c 'print(6*7)'
+  sbx explain
+  sbx doctor`,
+		Version:       info.Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			f.IOStreams.SetQuiet(f.Global.Quiet)
+		},
+	}
+	root.SetVersionTemplate(fmt.Sprintf("sbx version %s (commit %s, %s)\n", info.Version, info.Commit, info.GoVersion))
+	root.SetOut(f.IOStreams.Out)
+	root.SetErr(f.IOStreams.ErrOut)
+	root.SetIn(f.IOStreams.In)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &flagError{err: err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.Global.ConfigFile, "config", "", "extra config `file`, layered above the project's .sbx.yaml")
+	pf.StringVar(&f.Global.ProjectDir, "project", "", "project root `dir` (default: nearest .sbx.yaml, git top-level, or the working directory)")
+	pf.BoolVar(&f.Global.Debug, "debug", false, "log every Docker API call to stderr")
+	pf.BoolVarP(&f.Global.Quiet, "quiet", "q", false, "print no progress messages")
+
+	root.AddCommand(
+		version.NewCmdVersion(f, nil),
+		doctor.NewCmdDoctor(f, nil),
+	)
+	return root
+}

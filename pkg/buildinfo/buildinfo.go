@@ -1,0 +1,44 @@
+// Package buildinfo reports the version sbx was built as.
+package buildinfo
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// Version and Commit are set with -ldflags "-X" by make build; otherwise they come from the
+// module build information.
+var (
+	Version = ""
+	Commit  = ""
+)
+
+// Info describes this binary.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Get returns the build information of the running binary.
+func Get() Info {
+	info := Info{Version: Version, Commit: Commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			info.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && info.Commit == "" {
+				info.Commit = s.Value
+			}
+		}
+	}
+	if info.Version == "" {
+		info.Version = "dev"
+	}
+	if info.Commit == "" {
+		info.Commit = "unknown"
+	}
+	return info
+}

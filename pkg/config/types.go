@@ -1,0 +1,73 @@
+// Package config resolves sbx's configuration from its layers (built-in defaults, profile,
+// user file, project file, --config file, environment, flags), remembers where every value
+// came from, and refuses dangerous settings. It never imports Docker.
+package config
+
+import "time"
+
+// Config is the fully resolved configuration of one sandbox. Sizes are bytes.
+type Config struct {
+	Mode            string            `json:"mode"`      // all | non-main | off
+	Profile         string            `json:"profile"`   // sandbox | common | browser
+	Image           string            `json:"image"`     // from the profile unless set
+	Workspace       string            `json:"workspace"` // none | ro | rw
+	Workdir         string            `json:"workdir"`
+	User            string            `json:"user"` // uid:gid
+	ReadOnlyRoot    bool              `json:"readOnlyRoot"`
+	Tmpfs           []Tmpfs           `json:"tmpfs"`
+	Network         string            `json:"network"`
+	CapDrop         []string          `json:"capDrop"`
+	CapAdd          []string          `json:"capAdd"`
+	Init            bool              `json:"init"`
+	Memory          int64             `json:"memory"`
+	MemorySwap      int64             `json:"memorySwap"`
+	CPUs            float64           `json:"cpus"`
+	PidsLimit       int64             `json:"pidsLimit"`
+	Ulimits         map[string]Ulimit `json:"ulimits"`
+	Timeout         time.Duration     `json:"timeout"`
+	Env             map[string]string `json:"env"`
+	PassEnv         []string          `json:"passEnv"`
+	Binds           []Bind            `json:"binds"`
+	SeccompProfile  string            `json:"seccompProfile"`  // "" = engine default, else a file path
+	ApparmorProfile string            `json:"apparmorProfile"` // "" = engine default
+	Runtime         string            `json:"runtime"`         // "" = engine default
+	DNS             []string          `json:"dns"`
+	ExtraHosts      []string          `json:"extraHosts"`
+	Prune           Prune             `json:"prune"`
+	Tools           Tools             `json:"tools"`
+
+	DangerouslyAllowExternalBindSources    bool `json:"dangerouslyAllowExternalBindSources"`
+	DangerouslyAllowReservedTargets        bool `json:"dangerouslyAllowReservedTargets"`
+	DangerouslyAllowContainerNamespaceJoin bool `json:"dangerouslyAllowContainerNamespaceJoin"`
+}
+
+// Tmpfs is one tmpfs mount; Options are mount options such as size=256m,nosuid,nodev,noexec.
+type Tmpfs struct {
+	Path    string   `json:"path"`
+	Options []string `json:"options"`
+}
+
+// Ulimit is a soft:hard pair.
+type Ulimit struct {
+	Soft int64 `json:"soft"`
+	Hard int64 `json:"hard"`
+}
+
+// Bind is a host path mounted into the sandbox. Source is the canonical (symlink-free) path.
+type Bind struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly"`
+}
+
+// Prune holds the expiry rules of "sbx prune"; 0 disables a rule.
+type Prune struct {
+	IdleHours  int `json:"idleHours"`
+	MaxAgeDays int `json:"maxAgeDays"`
+}
+
+// Tools is the tool policy: deny wins, a non-empty allow list blocks what it does not match.
+type Tools struct {
+	Allow []string `json:"allow"`
+	Deny  []string `json:"deny"`
+}

@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/tlsconfig"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// ConnectTimeout bounds the first contact with the engine, so a dead endpoint fails fast.
+const ConnectTimeout = 5 * time.Second
+
+// Connect builds a client for ep with API version negotiation and checks that the engine
+// answers within ConnectTimeout. With debug non-nil, every API call is logged to it.
+func Connect(ctx context.Context, ep Endpoint, debug io.Writer) (*client.Client, error) {
+	if strings.HasPrefix(ep.Host, "ssh://") {
+		return nil, errs.Failure(
+			fmt.Errorf("engine endpoint %s (from %s) uses ssh, which sbx cannot dial", ep.Host, ep.Source),
+			"forward the remote socket (ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST) and set DOCKER_HOST=unix:///tmp/docker.sock")
+	}
+	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	if ep.TLS != nil {
+		tlsCfg, err := clientTLS(ep.TLS)
+		if err != nil {
+			return nil, errs.Failure(fmt.Errorf("loading TLS files for %s (from %s): %w", ep.Host, ep.Source, err),
+				"check DOCKER_CERT_PATH or the context's TLS files")
+		}
+		// The client configures the socket on whatever *http.Transport it holds, so ours goes first.
+		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}))
+	}
+	opts = append(opts, client.WithHost(ep.Host))
+	if debug != nil {
+		opts = append(opts, client.WithTraceProvider(newDebugTracer(debug)))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, errs.Failure(fmt.Errorf("engine endpoint %q (from %s): %w", ep.Host, ep.Source, err),
+			"set DOCKER_HOST to a valid address such as unix:///var/run/docker.sock")
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
+	ping, err := cli.Ping(pingCtx)
+	if err != nil {
+		_ = cli.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, Unreachable(ep, err)
+	}
+	// Negotiate from the ping we already have; the client would otherwise ping again.
+	cli.NegotiateAPIVersionPing(ping)
+	return cli, nil
+}
+
+// Unreachable is the error for an engine that did not answer at ep.
+func Unreachable(ep Endpoint, cause error) error {
+	if errors.Is(cause, context.DeadlineExceeded) {
+		cause = fmt.Errorf("no answer within %s", ConnectTimeout)
+	}
+	return errs.Failure(
+		fmt.Errorf("cannot reach the Docker engine at %s (from %s): %w", ep.Host, ep.Source, cause),
+		fmt.Sprintf("start Docker (or run scripts/test-env.sh as root), or point DOCKER_HOST at a running engine; %q checks the setup", "sbx doctor"))
+}
+
+func clientTLS(t *TLS) (*tls.Config, error) {
+	cfg, err := tlsconfig.Client(tlsconfig.Options{
+		CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile,
+		ExclusiveRootPools: true, InsecureSkipVerify: t.SkipVerify,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}

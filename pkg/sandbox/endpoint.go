@@ -1,0 +1,128 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultHost is where a local engine listens when nothing says otherwise.
+const DefaultHost = "unix:///var/run/docker.sock"
+
+// Endpoint is the engine address sbx will dial and why it chose it.
+type Endpoint struct {
+	Host    string `json:"host"`
+	Source  string `json:"source"`            // "DOCKER_HOST", "context foo (DOCKER_CONTEXT)", "default"
+	Context string `json:"context,omitempty"` // Docker context name, when one was used
+	TLS     *TLS   `json:"tls,omitempty"`
+}
+
+// TLS holds client certificate files for a tcp:// endpoint.
+type TLS struct {
+	CAFile     string `json:"caFile,omitempty"`
+	CertFile   string `json:"certFile,omitempty"`
+	KeyFile    string `json:"keyFile,omitempty"`
+	SkipVerify bool   `json:"skipVerify,omitempty"`
+}
+
+// ResolveEndpoint finds the engine the docker CLI would use: DOCKER_HOST, else the context
+// named by DOCKER_CONTEXT or by currentContext in the CLI config, else the default socket.
+// It reads files but never dials.
+func ResolveEndpoint(getenv func(string) string, home string) (Endpoint, error) {
+	configDir := getenv("DOCKER_CONFIG")
+	if configDir == "" {
+		configDir = filepath.Join(home, ".docker")
+	}
+	if host := getenv("DOCKER_HOST"); host != "" {
+		ep := Endpoint{Host: host, Source: "DOCKER_HOST"}
+		if getenv("DOCKER_TLS_VERIFY") != "" {
+			certDir := getenv("DOCKER_CERT_PATH")
+			if certDir == "" {
+				certDir = configDir
+			}
+			ep.TLS = &TLS{
+				CAFile:   filepath.Join(certDir, "ca.pem"),
+				CertFile: filepath.Join(certDir, "cert.pem"),
+				KeyFile:  filepath.Join(certDir, "key.pem"),
+			}
+		}
+		return ep, nil
+	}
+
+	name, source := getenv("DOCKER_CONTEXT"), "DOCKER_CONTEXT"
+	if name == "" {
+		var err error
+		name, err = currentContext(configDir)
+		if err != nil {
+			return Endpoint{}, err
+		}
+		source = filepath.Join(configDir, "config.json")
+	}
+	if name == "" || name == "default" {
+		return Endpoint{Host: DefaultHost, Source: "default"}, nil
+	}
+	return contextEndpoint(configDir, name, source)
+}
+
+func currentContext(configDir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(configDir, "config.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading docker CLI config: %w", err)
+	}
+	var cfg struct {
+		CurrentContext string `json:"currentContext"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return "", fmt.Errorf("parsing %s: %w", filepath.Join(configDir, "config.json"), err)
+	}
+	return cfg.CurrentContext, nil
+}
+
+// contextEndpoint reads the docker endpoint of a context from the CLI's context store, where
+// each context lives in a directory named by the SHA-256 of its name.
+func contextEndpoint(configDir, name, source string) (Endpoint, error) {
+	sum := sha256.Sum256([]byte(name))
+	id := hex.EncodeToString(sum[:])
+	metaPath := filepath.Join(configDir, "contexts", "meta", id, "meta.json")
+	data, err := os.ReadFile(metaPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Endpoint{}, fmt.Errorf("docker context %q (from %s) not found in %s", name, source, filepath.Join(configDir, "contexts"))
+	}
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("reading docker context %q: %w", name, err)
+	}
+	var meta struct {
+		Endpoints map[string]struct {
+			Host          string `json:"Host"`
+			SkipTLSVerify bool   `json:"SkipTLSVerify"`
+		} `json:"Endpoints"`
+	}
+	if err := json.Unmarshal(data, &meta); err != nil {
+		return Endpoint{}, fmt.Errorf("parsing %s: %w", metaPath, err)
+	}
+	docker, ok := meta.Endpoints["docker"]
+	if !ok || docker.Host == "" {
+		return Endpoint{}, fmt.Errorf("docker context %q has no docker endpoint (%s)", name, metaPath)
+	}
+	ep := Endpoint{Host: docker.Host, Source: fmt.Sprintf("context %s (%s)", name, source), Context: name}
+	tlsDir := filepath.Join(configDir, "contexts", "tls", id, "docker")
+	tls := &TLS{SkipVerify: docker.SkipTLSVerify}
+	for file, dst := range map[string]*string{"ca.pem": &tls.CAFile, "cert.pem": &tls.CertFile, "key.pem": &tls.KeyFile} {
+		if _, err := os.Stat(filepath.Join(tlsDir, file)); err == nil {
+			*dst = filepath.Join(tlsDir, file)
+		}
+	}
+	if *tls != (TLS{}) && !strings.HasPrefix(docker.Host, "unix://") {
+		ep.TLS = tls
+	}
+	return ep, nil
+}

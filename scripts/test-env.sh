@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Prepares a Docker engine and the debian:bookworm-slim base image for sbx's tests and demo.
+# Idempotent: every step checks first and says what it does. State lives outside the repo.
+set -euo pipefail
+
+STATE_DIR=${SBX_TEST_STATE_DIR:-/var/lib/sbx-test}
+CACHE_DIR=${SBX_TEST_CACHE_DIR:-/var/cache/sbx-test}
+BASE_IMAGE=debian:bookworm-slim
+MIRROR=${SBX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+say() { printf 'test-env: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+engine_up() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+
+ensure_engine() {
+	if command -v docker >/dev/null 2>&1 && engine_up; then
+		say "engine answers: $(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')"
+		return
+	fi
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		die "no Docker engine answers and this is not root on Debian/Ubuntu, so it cannot be installed here.
+hint: start Docker yourself (or set DOCKER_HOST to a running engine) and run this again"
+	fi
+	if ! command -v dockerd >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+		say "installing docker.io and debootstrap with apt-get"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io debootstrap >/dev/null
+	fi
+	mkdir -p "$STATE_DIR"
+	# A docker.io client may shadow the packaged one; the daemon comes from the package either way.
+	if [ -f "$STATE_DIR/dockerd.pid" ] && kill -0 "$(cat "$STATE_DIR/dockerd.pid")" 2>/dev/null; then
+		say "dockerd already started (pid $(cat "$STATE_DIR/dockerd.pid")), waiting for it"
+	else
+		say "starting dockerd in the background (log: $STATE_DIR/dockerd.log)"
+		setsid nohup dockerd --pidfile "$STATE_DIR/dockerd.pid" >"$STATE_DIR/dockerd.log" 2>&1 </dev/null &
+	fi
+	for _ in $(seq 1 60); do
+		if engine_up; then
+			say "engine up: $(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')"
+			return
+		fi
+		sleep 1
+	done
+	tail -n 20 "$STATE_DIR/dockerd.log" >&2 || true
+	die "dockerd did not answer within 60 s; its log is $STATE_DIR/dockerd.log"
+}
+
+ensure_base_image() {
+	if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+		say "base image $BASE_IMAGE present"
+		return
+	fi
+	# No registry is reachable on the machines this project is built on, so pulling is opt-in.
+	if [ "${SBX_TEST_PULL:-0}" = 1 ] && timeout 60 docker pull -q "$BASE_IMAGE" >/dev/null 2>&1; then
+		say "pulled $BASE_IMAGE"
+		return
+	fi
+	local tarball="$CACHE_DIR/bookworm-minbase.tar"
+	if [ ! -s "$tarball" ]; then
+		command -v debootstrap >/dev/null 2>&1 || {
+			[ "$(id -u)" = 0 ] || die "debootstrap is missing and this is not root"
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+		}
+		local rootfs="$CACHE_DIR/rootfs"
+		rm -rf "$rootfs" && mkdir -p "$rootfs"
+		say "building $BASE_IMAGE with debootstrap --variant=minbase bookworm (a few minutes)"
+		debootstrap --variant=minbase bookworm "$rootfs" "$MIRROR" >"$CACHE_DIR/debootstrap.log" 2>&1 ||
+			{ tail -n 20 "$CACHE_DIR/debootstrap.log" >&2; die "debootstrap failed; log: $CACHE_DIR/debootstrap.log"; }
+		# Match the slim image: no package lists or caches in the layer.
+		rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin
+		tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
+		rm -rf "$rootfs"
+	else
+		say "using cached rootfs $tarball"
+	fi
+	docker import --change 'CMD ["bash"]' "$tarball" "$BASE_IMAGE" >/dev/null
+	say "imported $BASE_IMAGE from $tarball"
+}
+
+ensure_engine
+ensure_base_image
