@@ -1,0 +1,104 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/system"
+
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+func healthyInfo() system.Info {
+	return system.Info{
+		OSType: "linux", Architecture: "x86_64", OperatingSystem: "Debian", KernelVersion: "6.1",
+		Driver: "overlay2", CgroupVersion: "2", CgroupDriver: "systemd",
+		MemoryLimit: true, PidsLimit: true, CPUCfsQuota: true,
+		SecurityOptions: []string{"name=seccomp,profile=builtin", "name=apparmor"},
+		Runtimes:        map[string]system.RuntimeWithStatus{"runc": {}},
+		DefaultRuntime:  "runc", InitBinary: "docker-init",
+		RuncCommit: system.Commit{ID: "v1.1.12"},
+	}
+}
+
+func statusOf(checks []Check, name string) Check {
+	for _, c := range checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Check{}
+}
+
+func TestInfoChecks(t *testing.T) {
+	tests := []struct {
+		name       string
+		mutate     func(*system.Info)
+		check      string
+		wantStatus string
+	}{
+		{"healthy seccomp", func(*system.Info) {}, "seccomp", StatusOK},
+		{"no seccomp", func(i *system.Info) { i.SecurityOptions = []string{"name=apparmor"} }, "seccomp", StatusFail},
+		{"no lsm", func(i *system.Info) { i.SecurityOptions = []string{"name=seccomp,profile=default"} }, "apparmor/selinux", StatusWarn},
+		{"no pids limit", func(i *system.Info) { i.PidsLimit = false }, "cgroups", StatusFail},
+		{"windows engine", func(i *system.Info) { i.OSType = "windows" }, "os/arch", StatusFail},
+		{"vfs", func(i *system.Info) { i.Driver = "vfs" }, "storage driver", StatusWarn},
+		{"no runc", func(i *system.Info) { i.Runtimes = map[string]system.RuntimeWithStatus{"crun": {}} }, "runtimes", StatusFail},
+		{"no init", func(i *system.Info) { i.InitBinary = "" }, "init", StatusFail},
+		{"runc version unknown", func(i *system.Info) { i.RuncCommit.ID = "N/A" }, "runc", StatusWarn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := healthyInfo()
+			tt.mutate(&info)
+			c := statusOf(infoChecks(info), tt.check)
+			if c.Status != tt.wantStatus {
+				t.Fatalf("%s: status %q, want %q (%+v)", tt.check, c.Status, tt.wantStatus, c)
+			}
+			if c.Status != StatusOK && c.Fix == "" {
+				t.Errorf("%s: a failed check must carry a fix", tt.check)
+			}
+		})
+	}
+}
+
+func TestDoctorRunEngineDown(t *testing.T) {
+	ios, _, out, _ := iostreams.Test()
+	opts := &DoctorOptions{IO: ios,
+		Endpoint: func() (sandbox.Endpoint, error) { return sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, nil },
+		Engine: func(context.Context) (sandbox.Engine, error) {
+			return nil, sandbox.Unreachable(sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, errors.New("connection refused"))
+		},
+	}
+	err := doctorRun(context.Background(), opts)
+	if errs.ExitCode(err) != 1 {
+		t.Fatalf("exit code %d, want 1 (err %v)", errs.ExitCode(err), err)
+	}
+	if !strings.Contains(out.String(), "✗ engine") || !strings.Contains(out.String(), "unix:///nope.sock") || !strings.Contains(out.String(), "fix: start Docker") {
+		t.Errorf("output lacks the failed engine line with its fix:\n%s", out)
+	}
+}
+
+func TestDoctorRunHealthyJSON(t *testing.T) {
+	ios, _, out, _ := iostreams.Test()
+	fake := &sandboxtest.FakeEngine{T: t,
+		ServerVersionFn: func(context.Context) (types.Version, error) { return types.Version{Version: "28.0", APIVersion: "1.48"}, nil },
+		InfoFn:          func(context.Context) (system.Info, error) { return healthyInfo(), nil },
+	}
+	opts := &DoctorOptions{IO: ios, JSON: true,
+		Endpoint: func() (sandbox.Endpoint, error) { return sandbox.Endpoint{Host: sandbox.DefaultHost, Source: "default"}, nil },
+		Engine:   func(context.Context) (sandbox.Engine, error) { return fake, nil },
+	}
+	if err := doctorRun(context.Background(), opts); err != nil {
+		t.Fatalf("doctorRun: %v\n%s", err, out)
+	}
+	if !strings.Contains(out.String(), `"ok": true`) || !strings.Contains(out.String(), `"name": "seccomp"`) {
+		t.Errorf("JSON report missing fields:\n%s", out)
+	}
+}

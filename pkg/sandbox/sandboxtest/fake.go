@@ -1,0 +1,191 @@
+package sandboxtest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// FakeEngine is a sandbox.Engine whose every method is a stub. A call to a method the test
+// did not stub fails the test and returns an error, so nothing silently reaches a daemon.
+type FakeEngine struct {
+	T testing.TB
+
+	PingFn                 func(ctx context.Context) (types.Ping, error)
+	ServerVersionFn        func(ctx context.Context) (types.Version, error)
+	InfoFn                 func(ctx context.Context) (system.Info, error)
+	ImageInspectFn         func(ctx context.Context, imageID string) (image.InspectResponse, error)
+	ImageListFn            func(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageBuildFn           func(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ContainerCreateFn      func(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStartFn       func(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerInspectFn     func(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerListFn        func(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerStopFn        func(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRemoveFn      func(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerExecCreateFn  func(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttachFn  func(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspectFn func(ctx context.Context, execID string) (container.ExecInspect, error)
+	ContainerExecResizeFn  func(ctx context.Context, execID string, options container.ResizeOptions) error
+	VolumeCreateFn         func(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeListFn           func(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemoveFn         func(ctx context.Context, volumeID string, force bool) error
+}
+
+var _ sandbox.Engine = (*FakeEngine)(nil)
+
+func (f *FakeEngine) unstubbed(method string) error {
+	f.T.Helper()
+	f.T.Errorf("FakeEngine: unexpected call to %s (not stubbed)", method)
+	return fmt.Errorf("fake engine: %s not stubbed", method)
+}
+
+func (f *FakeEngine) DaemonHost() string    { return "unix:///fake/docker.sock" }
+func (f *FakeEngine) ClientVersion() string { return "1.41" }
+func (f *FakeEngine) Close() error          { return nil }
+
+func (f *FakeEngine) Ping(ctx context.Context) (types.Ping, error) {
+	if f.PingFn == nil {
+		return types.Ping{}, f.unstubbed("Ping")
+	}
+	return f.PingFn(ctx)
+}
+
+func (f *FakeEngine) ServerVersion(ctx context.Context) (types.Version, error) {
+	if f.ServerVersionFn == nil {
+		return types.Version{}, f.unstubbed("ServerVersion")
+	}
+	return f.ServerVersionFn(ctx)
+}
+
+func (f *FakeEngine) Info(ctx context.Context) (system.Info, error) {
+	if f.InfoFn == nil {
+		return system.Info{}, f.unstubbed("Info")
+	}
+	return f.InfoFn(ctx)
+}
+
+func (f *FakeEngine) ImageInspect(ctx context.Context, imageID string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+	if f.ImageInspectFn == nil {
+		return image.InspectResponse{}, f.unstubbed("ImageInspect")
+	}
+	return f.ImageInspectFn(ctx, imageID)
+}
+
+func (f *FakeEngine) ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error) {
+	if f.ImageListFn == nil {
+		return nil, f.unstubbed("ImageList")
+	}
+	return f.ImageListFn(ctx, options)
+}
+
+func (f *FakeEngine) ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+	if f.ImageBuildFn == nil {
+		return build.ImageBuildResponse{}, f.unstubbed("ImageBuild")
+	}
+	return f.ImageBuildFn(ctx, buildContext, options)
+}
+
+func (f *FakeEngine) ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error) {
+	if f.ContainerCreateFn == nil {
+		return container.CreateResponse{}, f.unstubbed("ContainerCreate")
+	}
+	return f.ContainerCreateFn(ctx, config, hostConfig, networkingConfig, platform, containerName)
+}
+
+func (f *FakeEngine) ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error {
+	if f.ContainerStartFn == nil {
+		return f.unstubbed("ContainerStart")
+	}
+	return f.ContainerStartFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error) {
+	if f.ContainerInspectFn == nil {
+		return container.InspectResponse{}, f.unstubbed("ContainerInspect")
+	}
+	return f.ContainerInspectFn(ctx, containerID)
+}
+
+func (f *FakeEngine) ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error) {
+	if f.ContainerListFn == nil {
+		return nil, f.unstubbed("ContainerList")
+	}
+	return f.ContainerListFn(ctx, options)
+}
+
+func (f *FakeEngine) ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error {
+	if f.ContainerStopFn == nil {
+		return f.unstubbed("ContainerStop")
+	}
+	return f.ContainerStopFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error {
+	if f.ContainerRemoveFn == nil {
+		return f.unstubbed("ContainerRemove")
+	}
+	return f.ContainerRemoveFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error) {
+	if f.ContainerExecCreateFn == nil {
+		return container.ExecCreateResponse{}, f.unstubbed("ContainerExecCreate")
+	}
+	return f.ContainerExecCreateFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error) {
+	if f.ContainerExecAttachFn == nil {
+		return types.HijackedResponse{}, f.unstubbed("ContainerExecAttach")
+	}
+	return f.ContainerExecAttachFn(ctx, execID, config)
+}
+
+func (f *FakeEngine) ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error) {
+	if f.ContainerExecInspectFn == nil {
+		return container.ExecInspect{}, f.unstubbed("ContainerExecInspect")
+	}
+	return f.ContainerExecInspectFn(ctx, execID)
+}
+
+func (f *FakeEngine) ContainerExecResize(ctx context.Context, execID string, options container.ResizeOptions) error {
+	if f.ContainerExecResizeFn == nil {
+		return f.unstubbed("ContainerExecResize")
+	}
+	return f.ContainerExecResizeFn(ctx, execID, options)
+}
+
+func (f *FakeEngine) VolumeCreate(ctx context.Context, options volume.CreateOptions) (volume.Volume, error) {
+	if f.VolumeCreateFn == nil {
+		return volume.Volume{}, f.unstubbed("VolumeCreate")
+	}
+	return f.VolumeCreateFn(ctx, options)
+}
+
+func (f *FakeEngine) VolumeList(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error) {
+	if f.VolumeListFn == nil {
+		return volume.ListResponse{}, f.unstubbed("VolumeList")
+	}
+	return f.VolumeListFn(ctx, options)
+}
+
+func (f *FakeEngine) VolumeRemove(ctx context.Context, volumeID string, force bool) error {
+	if f.VolumeRemoveFn == nil {
+		return f.unstubbed("VolumeRemove")
+	}
+	return f.VolumeRemoveFn(ctx, volumeID, force)
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs go test with the given arguments, keeps the verbose log, and ends with one summary
+# line of passed/failed/skipped tests plus the name and reason of every skip, so a CI log
+# shows at a glance whether the integration tests really ran.
+set -euo pipefail
+log=$(mktemp -t sbx-go-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+set +e
+go test -v "$@" 2>&1 | tee "$log" | grep -E '^(ok|FAIL|panic:|\s*--- (FAIL|SKIP)|.*_test\.go:[0-9]+:|.*\.txtar:[0-9]+:)'
+status=${PIPESTATUS[0]}
+set -e
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
+if [ "$skipped" -gt 0 ]; then
+	echo "skipped tests:"
+	grep -E -A1 '^\s*--- SKIP' "$log" | grep -vE '^--$' | sed 's/^/  /'
+fi
+echo "go test: $passed passed, $failed failed, $skipped skipped"
+exit "$status"
