@@ -71,7 +71,9 @@ func TestInfoChecks(t *testing.T) {
 func TestDoctorRunEngineDown(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
 	opts := &DoctorOptions{IO: ios,
-		Endpoint: func() (sandbox.Endpoint, error) { return sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, nil },
+		Endpoint: func() (sandbox.Endpoint, error) {
+			return sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, nil
+		},
 		Engine: func(context.Context) (sandbox.Engine, error) {
 			return nil, sandbox.Unreachable(sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, errors.New("connection refused"))
 		},
@@ -88,12 +90,16 @@ func TestDoctorRunEngineDown(t *testing.T) {
 func TestDoctorRunHealthyJSON(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
 	fake := &sandboxtest.FakeEngine{T: t,
-		ServerVersionFn: func(context.Context) (types.Version, error) { return types.Version{Version: "28.0", APIVersion: "1.48"}, nil },
-		InfoFn:          func(context.Context) (system.Info, error) { return healthyInfo(), nil },
+		ServerVersionFn: func(context.Context) (types.Version, error) {
+			return types.Version{Version: "28.0", APIVersion: "1.48"}, nil
+		},
+		InfoFn: func(context.Context) (system.Info, error) { return healthyInfo(), nil },
 	}
 	opts := &DoctorOptions{IO: ios, JSON: true,
-		Endpoint: func() (sandbox.Endpoint, error) { return sandbox.Endpoint{Host: sandbox.DefaultHost, Source: "default"}, nil },
-		Engine:   func(context.Context) (sandbox.Engine, error) { return fake, nil },
+		Endpoint: func() (sandbox.Endpoint, error) {
+			return sandbox.Endpoint{Host: sandbox.DefaultHost, Source: "default"}, nil
+		},
+		Engine: func(context.Context) (sandbox.Engine, error) { return fake, nil },
 	}
 	if err := doctorRun(context.Background(), opts); err != nil {
 		t.Fatalf("doctorRun: %v\n%s", err, out)

@@ -41,9 +41,9 @@ func Test() (*IOStreams, *bytes.Buffer, *bytes.Buffer, *bytes.Buffer) {
 	return &IOStreams{In: in, Out: out, ErrOut: errOut}, in, out, errOut
 }
 
-func (s *IOStreams) IsStdinTTY() bool  { return s.stdinTTY }
-func (s *IOStreams) IsStdoutTTY() bool { return s.stdoutTTY }
-func (s *IOStreams) IsStderrTTY() bool { return s.stderrTTY }
+func (s *IOStreams) IsStdinTTY() bool   { return s.stdinTTY }
+func (s *IOStreams) IsStdoutTTY() bool  { return s.stdoutTTY }
+func (s *IOStreams) IsStderrTTY() bool  { return s.stderrTTY }
 func (s *IOStreams) ColorEnabled() bool { return s.color }
 func (s *IOStreams) Quiet() bool        { return s.quiet }
 

@@ -16,10 +16,10 @@ import (
 
 // VersionOptions are the inputs of "sbx version".
 type VersionOptions struct {
-	IO       *iostreams.IOStreams
-	Engine   func(context.Context) (sandbox.Engine, error)
-	JSON     bool
-	Client   bool
+	IO     *iostreams.IOStreams
+	Engine func(context.Context) (sandbox.Engine, error)
+	JSON   bool
+	Client bool
 }
 
 // Report is the --json output of "sbx version".
