@@ -1,0 +1,278 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// The engine cannot kill an exec, and once the pids limit is full no new exec can start, so
+// every exec runs under a wrapper that starts a watchdog first. The watchdog lives in its own
+// session (so a group kill spares it), ticks without forking, and when the command's time is
+// up, when the client goes away (stdin EOF) or when the command ends, it sends TERM, then KILL
+// after the grace period, to the command's whole process group. The command itself replaces
+// the wrapper, so it is the exec's main process and keeps the TTY.
+const execWrapper = `id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5
+case $1 in */*) ;; *) if ! type -P -- "$1" >/dev/null 2>&1; then echo "sbx: $1: command not found" >&2; exit 127; fi ;; esac
+d=/tmp/.sbx-exec
+if ! { mkdir -p "$d" && echo $$ >"$d/$id" && mkfifo "$d/$id.tick"; } 2>/dev/null; then d=; fi
+if [ "$ctl" = stdin ]; then
+	setsid bash -c "$watch" sbx-watch $$ "$ticks" "$grace" stdin "$d" "$id" 0<&0 >/dev/null 2>&1 &
+	exec </dev/null
+else
+	setsid bash -c "$watch" sbx-watch $$ "$ticks" "$grace" tick "$d" "$id" </dev/null >/dev/null 2>&1 &
+fi
+exec -- "$@"`
+
+// execWatchdog uses only shell builtins until the command's group is dead: by then a fork
+// bomb may have used up every pid, and a fork would stall it.
+const execWatchdog = `leader=$1 ticks=$2 grace=$3 ctl=$4 d=$5 id=$6
+[ -n "$d" ] && exec 3<>"$d/$id.tick"
+tick() { read -r -t 0.2 -u 3 _ 2>/dev/null; [ $? -gt 128 ] || sleep 0.2; }
+oom() { o=0; local f k v; for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
+	if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && o=$v; done <"$f"; return; fi; done; }
+oom; oom0=$o
+n=0
+while kill -0 "$leader" 2>/dev/null; do
+	if [ "$ctl" = stdin ]; then
+		read -r -t 0.2 _; rc=$?
+		if [ "$rc" -ne 0 ] && [ "$rc" -le 128 ]; then break; fi
+	else tick; fi
+	n=$((n+1))
+	if [ "$ticks" -gt 0 ] && [ "$n" -ge "$ticks" ]; then break; fi
+done
+kill -TERM -- "-$leader" 2>/dev/null
+n=0
+while [ "$n" -lt "$grace" ] && kill -0 -- "-$leader" 2>/dev/null; do tick; n=$((n+1)); done
+kill -KILL -- "-$leader" 2>/dev/null
+if [ -n "$d" ]; then
+	oom; [ "$o" -gt "$oom0" ] && : >"$d/$id.oom"
+	rm -f "$d/$id" "$d/$id.tick"
+fi`
+
+// execOOMCheck waits for the watchdog of exec $1 to finish, then reports whether the kernel's
+// OOM killer fired during it.
+const execOOMCheck = `d=/tmp/.sbx-exec; i=0
+while [ -e "$d/$1" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+if [ -e "$d/$1.oom" ]; then rm -f "$d/$1.oom"; echo oom; fi`
+
+// execCancel signals the process group of exec $1: TERM, then KILL after $2 ticks of 0.2 s.
+const execCancel = `read -r p <"/tmp/.sbx-exec/$1" 2>/dev/null || exit 0
+kill -TERM -- "-$p" 2>/dev/null || exit 0
+i=0; while [ $i -lt "$2" ] && kill -0 -- "-$p" 2>/dev/null; do sleep 0.2; i=$((i+1)); done
+kill -KILL -- "-$p" 2>/dev/null; exit 0`
+
+const tick = 200 * time.Millisecond
+
+// KillGrace is how long a terminated command gets between TERM and KILL.
+const KillGrace = 5 * time.Second
+
+// ExecOptions describe one command run in a sandbox.
+type ExecOptions struct {
+	Cmd         []string
+	Env         []string // per-exec variables; never stored on the container
+	WorkDir     string
+	User        string
+	TTY         bool
+	Interactive bool          // forward Stdin; its EOF closes the command's stdin
+	Timeout     time.Duration // 0 means none
+	Stdin       io.Reader
+	Stdout      io.Writer
+	Stderr      io.Writer
+	// TTYSize returns the terminal size (height, width); Resize delivers changes. Both are
+	// used only with TTY.
+	TTYSize func() (uint, uint, bool)
+	Resize  <-chan struct{}
+}
+
+// ExecResult is how an exec ended.
+type ExecResult struct {
+	ExitCode  int
+	TimedOut  bool
+	OOMKilled bool
+	Canceled  bool
+	Duration  time.Duration
+}
+
+// Exec runs opts.Cmd in the running sandbox sb and returns its exit status. Cancelling ctx
+// terminates the command's whole process group inside the sandbox before Exec returns.
+func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*ExecResult, error) {
+	if len(opts.Cmd) == 0 {
+		return nil, errs.Usagef("no command given")
+	}
+	id := newExecID()
+	ticks := 0
+	if opts.Timeout > 0 {
+		ticks = int((opts.Timeout + tick - 1) / tick)
+	}
+	ctl := "stdin"
+	if opts.Interactive {
+		ctl = "tick"
+	}
+	cmd := append([]string{"bash", "-c", execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace / tick)), ctl, execWatchdog}, opts.Cmd...)
+	created, err := m.Engine.ContainerExecCreate(ctx, sb.ID, container.ExecOptions{
+		User: opts.User, Env: opts.Env, WorkingDir: opts.WorkDir, Cmd: cmd, Tty: opts.TTY,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, m.execErr(ctx, sb, err)
+	}
+	start := m.Now()
+	var size *[2]uint
+	if opts.TTY && opts.TTYSize != nil {
+		if h, w, ok := opts.TTYSize(); ok {
+			size = &[2]uint{h, w}
+		}
+	}
+	resp, err := m.Engine.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: opts.TTY, ConsoleSize: size})
+	if err != nil {
+		return nil, m.execErr(ctx, sb, err)
+	}
+	defer resp.Close()
+
+	var closeOnce sync.Once
+	closeConn := func() { closeOnce.Do(func() { resp.Close() }) }
+	if opts.Interactive && opts.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(resp.Conn, opts.Stdin)
+			_ = resp.CloseWrite()
+		}()
+	}
+	if opts.TTY && opts.Resize != nil && opts.TTYSize != nil {
+		go func() {
+			for range opts.Resize {
+				if h, w, ok := opts.TTYSize(); ok {
+					_ = m.Engine.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Height: h, Width: w})
+				}
+			}
+		}()
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		if opts.TTY {
+			_, err = io.Copy(opts.Stdout, resp.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(opts.Stdout, opts.Stderr, resp.Reader)
+		}
+		done <- err
+	}()
+
+	res := &ExecResult{}
+	var streamErr error
+	select {
+	case streamErr = <-done:
+	case <-ctx.Done():
+		res.Canceled = true
+		bg := context.WithoutCancel(ctx)
+		if opts.Interactive {
+			m.cancelExec(bg, sb, id)
+		}
+		// Without -i the watchdog reads our end of stdin: closing the connection is the signal.
+		closeConn()
+		<-done
+		ctx = bg
+	}
+	if streamErr != nil && !errors.Is(streamErr, io.EOF) && !res.Canceled {
+		return nil, errs.Failure(fmt.Errorf("reading output of %q: %w", strings.Join(opts.Cmd, " "), streamErr), "")
+	}
+	closeConn()
+
+	code, err := m.waitExec(ctx, created.ID)
+	if err != nil {
+		return nil, err
+	}
+	res.ExitCode = code
+	res.Duration = m.Now().Sub(start)
+	if opts.Timeout > 0 && res.Duration >= opts.Timeout && (code == 137 || code == 143) && !res.Canceled {
+		res.TimedOut = true
+	}
+	if code == 137 && !res.TimedOut && !res.Canceled {
+		res.OOMKilled = m.oomKilled(ctx, sb, id)
+	}
+	return res, nil
+}
+
+// waitExec polls the exec until the engine reports its exit code. The output stream can end a
+// moment before the engine records the exit, and after a cancel the watchdog needs up to the
+// grace period.
+func (m *Manager) waitExec(ctx context.Context, execID string) (int, error) {
+	deadline := m.Now().Add(KillGrace + 5*time.Second)
+	for {
+		ins, err := m.Engine.ContainerExecInspect(ctx, execID)
+		if err != nil {
+			return 0, engineErr("reading the exit status", err)
+		}
+		if !ins.Running {
+			return ins.ExitCode, nil
+		}
+		if m.Now().After(deadline) {
+			return 0, errs.Failure(fmt.Errorf("the command was signalled but is still running after %s", KillGrace+5*time.Second), "")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) bool {
+	var out strings.Builder
+	if _, err := m.runHelper(ctx, sb, &out, execOOMCheck, id); err != nil {
+		return false
+	}
+	return strings.TrimSpace(out.String()) == "oom"
+}
+
+func (m *Manager) cancelExec(ctx context.Context, sb *Sandbox, id string) {
+	_, _ = m.runHelper(ctx, sb, io.Discard, execCancel, id, strconv.Itoa(int(KillGrace/tick)))
+}
+
+// runHelper runs one of sbx's own bash snippets in the sandbox and returns its exit code.
+func (m *Manager) runHelper(ctx context.Context, sb *Sandbox, stdout io.Writer, script string, args ...string) (int, error) {
+	created, err := m.Engine.ContainerExecCreate(ctx, sb.ID, container.ExecOptions{
+		Cmd: append([]string{"bash", "-c", script, "sbx-helper"}, args...), AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return 0, err
+	}
+	resp, err := m.Engine.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Close()
+	if _, err := stdcopy.StdCopy(stdout, io.Discard, resp.Reader); err != nil {
+		return 0, err
+	}
+	return m.waitExec(ctx, created.ID)
+}
+
+// execErr turns an engine failure to start an exec into plain words.
+func (m *Manager) execErr(ctx context.Context, sb *Sandbox, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "is not running"), strings.Contains(msg, "is paused"):
+		return errs.Failure(fmt.Errorf("sandbox %q stopped before the command could start: %w", sb.Name, err),
+			"run the command again: sbx exec starts a stopped sandbox")
+	case strings.Contains(msg, "resource temporarily unavailable"), strings.Contains(msg, "pids"):
+		return errs.Failure(fmt.Errorf("sandbox %q process limit reached: %w", sb.Name, err),
+			"wait for running commands to end, or raise pidsLimit (sbx explain shows where it is set)")
+	}
+	return engineErr(fmt.Sprintf("running a command in sandbox %q", sb.Name), err)
+}
+
+func newExecID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

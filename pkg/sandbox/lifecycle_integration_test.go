@@ -1,0 +1,374 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+var unsafeNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+var testRun = func() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "lc-" + hex.EncodeToString(b)
+}()
+
+type env struct {
+	t   *testing.T
+	m   *sandbox.Manager
+	in  sandbox.SpecInput
+	dir string
+}
+
+// newEnv gives each test its own sandbox name, project directory and state dir, and removes
+// the sandbox when the test ends, whatever happened.
+func newEnv(t *testing.T, mutate func(*config.Config)) *env {
+	t.Helper()
+	eng := sandboxtest.RealEngine(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("from the host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Image = images.SandboxTag
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	name := strings.Trim(unsafeNameChars.ReplaceAllString(strings.ToLower(testRun+"-"+t.Name()), "-"), "-")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	e := &env{t: t, dir: dir,
+		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now,
+			BuildImage: func(ctx context.Context, image string) error {
+				_, err := sandbox.EnsureImage(ctx, eng, image, nil)
+				return err
+			}},
+		in: sandbox.SpecInput{Name: name, ProjectRoot: dir, Config: cfg, Version: "test", ExtraLabels: map[string]string{sandboxtest.TestLabel: testRun}},
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := e.m.Remove(ctx, name, true); err != nil && !sandbox.IsNotFound(err) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return e
+}
+
+func (e *env) ensure() *sandbox.EnsureResult {
+	e.t.Helper()
+	res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+	if err != nil {
+		e.t.Fatalf("Ensure: %v", err)
+	}
+	return res
+}
+
+type execOut struct {
+	res            *sandbox.ExecResult
+	stdout, stderr string
+}
+
+func (e *env) exec(ctx context.Context, opts sandbox.ExecOptions) execOut {
+	e.t.Helper()
+	res := e.ensure()
+	var out, errb bytes.Buffer
+	opts.Stdout, opts.Stderr = &out, &errb
+	r, err := e.m.Exec(ctx, res.Sandbox, opts)
+	if err != nil {
+		e.t.Fatalf("Exec %v: %v", opts.Cmd, err)
+	}
+	return execOut{r, out.String(), errb.String()}
+}
+
+func (e *env) sh(script string) execOut {
+	e.t.Helper()
+	return e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", script}})
+}
+
+// leftovers lists the sleep processes running in the sandbox, one command line each.
+func (e *env) leftovers() string {
+	e.t.Helper()
+	out := e.sh(`for p in /proc/[0-9]*; do c=$(tr '\0' ' ' <$p/cmdline 2>/dev/null) && echo "$c"; done`).stdout
+	var sleeps []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "sleep ") && line != "sleep infinity " {
+			sleeps = append(sleeps, line)
+		}
+	}
+	return strings.Join(sleeps, "\n")
+}
+
+func TestExecPrintsAndReuses(t *testing.T) {
+	e := newEnv(t, nil)
+	first := e.ensure()
+	if !first.Created {
+		t.Error("first Ensure did not create the sandbox")
+	}
+	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "print(6*7)"}})
+	if o.res.ExitCode != 0 || o.stdout != "42\n" {
+		t.Fatalf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
+	}
+	again := e.ensure()
+	if again.Created || again.Sandbox.ID != first.Sandbox.ID {
+		t.Errorf("second Ensure made a new container (%s vs %s)", again.Sandbox.ID, first.Sandbox.ID)
+	}
+	o = e.sh("echo out; echo err >&2; exit 3")
+	if o.res.ExitCode != 3 || o.stdout != "out\n" || o.stderr != "err\n" {
+		t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
+	}
+	o = e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"no-such-command"}})
+	if o.res.ExitCode != 127 || !strings.Contains(o.stderr, "no-such-command: command not found") {
+		t.Errorf("missing command: exit %d stderr %q", o.res.ExitCode, o.stderr)
+	}
+	o = e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"/workspace/hello.txt"}})
+	if o.res.ExitCode != 126 {
+		t.Errorf("non-executable file: exit %d stderr %q", o.res.ExitCode, o.stderr)
+	}
+}
+
+func TestExecInteractiveStdin(t *testing.T) {
+	e := newEnv(t, nil)
+	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"wc", "-c"}, Interactive: true, Stdin: strings.NewReader(strings.Repeat("x", 100000))})
+	if o.res.ExitCode != 0 || strings.TrimSpace(o.stdout) != "100000" {
+		t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
+	}
+}
+
+// The posture is checked from inside, each probe asserting why it failed.
+func TestSandboxPostureFromInside(t *testing.T) {
+	e := newEnv(t, nil)
+	t.Setenv("SBX_HOST_MARKER", "leaked")
+	probes := []struct {
+		name, script, want string
+	}{
+		{"not root", `id -u`, "1000"},
+		{"no effective caps", `grep CapEff /proc/self/status`, "CapEff:\t0000000000000000"},
+		{"no bounding caps", `grep CapBnd /proc/self/status`, "CapBnd:\t0000000000000000"},
+		{"no new privileges", `grep NoNewPrivs /proc/self/status`, "NoNewPrivs:\t1"},
+		{"seccomp filter", `grep '^Seccomp:' /proc/self/status`, "Seccomp:\t2"},
+		{"root is read-only", `touch /probe 2>&1; true`, "Read-only file system"},
+		{"only loopback", `ls /sys/class/net | tr '\n' ' '`, "lo "},
+		{"tmp writable", `echo ok >/tmp/w && cat /tmp/w`, "ok"},
+		{"tmp not executable", `printf '#!/bin/sh\necho ran\n' >/tmp/x && chmod +x /tmp/x && /tmp/x 2>&1; true`, "Permission denied"},
+		{"workspace readable", `cat /workspace/hello.txt`, "from the host"},
+		{"workspace read-only", `(echo x >/workspace/new) 2>&1; true`, "Read-only file system"},
+		{"host env absent", `echo "marker=${SBX_HOST_MARKER:-absent}"`, "marker=absent"},
+		{"network unreachable", `python3 -c 'import socket; s=socket.socket(); s.settimeout(2); s.connect(("192.0.2.1", 80))' 2>&1; true`, "Network is unreachable"},
+	}
+	for _, p := range probes {
+		t.Run(p.name, func(t *testing.T) {
+			o := e.sh(p.script)
+			if !strings.Contains(o.stdout, p.want) {
+				t.Errorf("%s: got stdout %q stderr %q, want %q", p.script, o.stdout, o.stderr, p.want)
+			}
+		})
+	}
+}
+
+func TestTimeoutKillsProcessTree(t *testing.T) {
+	e := newEnv(t, nil)
+	start := time.Now()
+	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Timeout: 2 * time.Second})
+	if !o.res.TimedOut {
+		t.Fatalf("not timed out: %+v", o.res)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("timeout took %s", took)
+	}
+	if ps := e.leftovers(); ps != "" {
+		t.Errorf("processes left after timeout:\n%s", ps)
+	}
+}
+
+func TestTimeoutIgnoringTERMIsKilled(t *testing.T) {
+	e := newEnv(t, nil)
+	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "trap '' TERM; sleep 100 & while :; do sleep 1; done"}, Timeout: time.Second})
+	if !o.res.TimedOut || o.res.ExitCode != 137 {
+		t.Fatalf("want a KILL after the grace period: %+v", o.res)
+	}
+	if ps := e.leftovers(); ps != "" {
+		t.Errorf("processes left:\n%s", ps)
+	}
+}
+
+func TestCancelKillsProcessTree(t *testing.T) {
+	for _, interactive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("interactive=%v", interactive), func(t *testing.T) {
+			e := newEnv(t, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			stdin, w := ioPipe()
+			defer w.Close()
+			o := e.exec(ctx, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Interactive: interactive, Stdin: stdin})
+			if !o.res.Canceled {
+				t.Fatalf("not cancelled: %+v", o.res)
+			}
+			if ps := e.leftovers(); ps != "" {
+				t.Errorf("processes left after cancel:\n%s", ps)
+			}
+		})
+	}
+}
+
+func TestLeftoverBackgroundProcessesAreTerminated(t *testing.T) {
+	e := newEnv(t, nil)
+	o := e.sh("sleep 100 >/dev/null 2>&1 & echo started")
+	if o.res.ExitCode != 0 || o.stdout != "started\n" {
+		t.Fatalf("%+v %q", o.res, o.stdout)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for e.leftovers() != "" {
+		if time.Now().After(deadline) {
+			t.Fatal("a background process outlived its exec")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestForkBombThenUsable(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.PidsLimit = 64 })
+	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
+	if !o.res.TimedOut {
+		t.Fatalf("fork bomb did not time out: %+v", o.res)
+	}
+	if !strings.Contains(o.stderr, "Resource temporarily unavailable") {
+		t.Errorf("the bomb never hit the pids limit; stderr: %.300q", o.stderr)
+	}
+	var after execOut
+	for i := 0; i < 20; i++ { // init reaps the last zombies a moment after the kill
+		after = e.sh("echo alive")
+		if after.stdout == "alive\n" {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("sandbox unusable after a fork bomb: %+v %q %q", after.res, after.stdout, after.stderr)
+}
+
+func TestMemoryBombIsReported(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.Memory, c.MemorySwap = 64<<20, 64<<20 })
+	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "x = bytearray(512 << 20)"}})
+	if o.res.ExitCode != 137 || !o.res.OOMKilled {
+		t.Fatalf("want an OOM kill: %+v stderr %q", o.res, o.stderr)
+	}
+	if after := e.sh("echo alive"); after.stdout != "alive\n" {
+		t.Fatalf("sandbox unusable after OOM: %+v", after.res)
+	}
+	// An ordinary SIGKILL is not an OOM.
+	if o := e.sh("kill -KILL $$"); o.res.ExitCode != 137 || o.res.OOMKilled {
+		t.Errorf("plain SIGKILL reported as %+v", o.res)
+	}
+}
+
+func TestConcurrentEnsureMakesOneContainer(t *testing.T) {
+	e := newEnv(t, nil)
+	var wg sync.WaitGroup
+	errCh := make(chan error, 20)
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+			if err != nil {
+				errCh <- err
+				return
+			}
+			var out bytes.Buffer
+			r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"true"}, Stdout: &out, Stderr: &out})
+			if err == nil && r.ExitCode != 0 {
+				err = fmt.Errorf("exit %d: %s", r.ExitCode, out.String())
+			}
+			if err != nil {
+				errCh <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errCh)
+	for err := range errCh {
+		t.Error(err)
+	}
+	list, err := e.m.Engine.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("name", "^/"+sandbox.ContainerName(e.in.Name)+"$"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 {
+		t.Errorf("%d containers, want exactly 1", len(list))
+	}
+}
+
+func TestConfigDrift(t *testing.T) {
+	e := newEnv(t, nil)
+	first := e.ensure()
+	e.in.Config.Memory, e.in.Config.MemorySwap = 512<<20, 512<<20
+	_, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+	var drift *sandbox.DriftError
+	if !errors.As(err, &drift) || strings.Join(drift.Keys, ",") != "memory,memorySwap" {
+		t.Fatalf("want a drift error naming memory: %v", err)
+	}
+	res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{RecreateIfIdle: true})
+	if err != nil || res.Sandbox.ID != first.Sandbox.ID || len(res.Drift) == 0 {
+		t.Fatalf("a busy sandbox must be kept with a drift report: %+v %v", res, err)
+	}
+	res, err = e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{Replace: true})
+	if err != nil || res.Sandbox.ID == first.Sandbox.ID {
+		t.Fatalf("replace did not recreate: %+v %v", res, err)
+	}
+	info, err := e.m.Engine.ContainerInspect(context.Background(), res.Sandbox.ID)
+	if err != nil || info.HostConfig.Memory != 512<<20 {
+		t.Fatalf("memory not applied: %v", err)
+	}
+}
+
+func TestNoneWorkspaceIsPrivateAndWritable(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.Workspace = "none" })
+	o := e.sh("echo data >/workspace/f && cat /workspace/f && ls /workspace")
+	if o.res.ExitCode != 0 || !strings.Contains(o.stdout, "data") || strings.Contains(o.stdout, "hello.txt") {
+		t.Fatalf("%+v %q %q", o.res, o.stdout, o.stderr)
+	}
+}
+
+func TestStopStartAndRemove(t *testing.T) {
+	e := newEnv(t, nil)
+	e.ensure()
+	if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Remove(context.Background(), e.in.Name, false); err != nil {
+		t.Fatalf("removing a stopped sandbox: %v", err)
+	}
+	e.ensure()
+	if err := e.m.Remove(context.Background(), e.in.Name, false); err == nil {
+		t.Fatal("removed a running sandbox without force")
+	}
+	if err := e.m.Remove(context.Background(), e.in.Name, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Inspect(context.Background(), e.in.Name); !sandbox.IsNotFound(err) {
+		t.Fatalf("still there: %v", err)
+	}
+}

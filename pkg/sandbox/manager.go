@@ -1,0 +1,320 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// IdleRecreate is how long a sandbox must have been idle before exec replaces it on its own
+// when its configuration changed; a busier one keeps running and the user is told.
+const IdleRecreate = 5 * time.Minute
+
+// Manager runs the sandbox lifecycle against an engine.
+type Manager struct {
+	Engine Engine
+	State  *StateStore
+	Now    func() time.Time
+	// Progress receives one-line announcements for stderr (created, recreated, started).
+	Progress io.Writer
+	// BuildImage builds a missing bundled image; nil means a missing image is an error.
+	BuildImage func(ctx context.Context, image string) error
+}
+
+// Sandbox is an existing sandbox as the engine reports it.
+type Sandbox struct {
+	Name      string
+	ID        string
+	Status    string // created, running, paused, restarting, exited, dead
+	Labels    map[string]string
+	Image     string
+	CreatedAt time.Time
+	Ports     []string // published ports as HOSTIP:HOSTPORT->PORT/PROTO (List only)
+}
+
+// Hash is the config hash the sandbox was created with.
+func (s *Sandbox) Hash() string { return s.Labels[LabelConfigHash] }
+
+// EnsureOptions says what to do when the sandbox exists with another configuration.
+type EnsureOptions struct {
+	Replace bool // remove and recreate it
+	// RecreateIfIdle recreates it when idle for IdleRecreate or longer; otherwise it is used
+	// as it is and Ensure reports the drift.
+	RecreateIfIdle bool
+}
+
+// EnsureResult is what Ensure found or made.
+type EnsureResult struct {
+	Sandbox *Sandbox
+	Created bool
+	// Drift lists the keys that differ from the resolved config when the existing sandbox was
+	// kept anyway (RecreateIfIdle on a busy sandbox).
+	Drift []string
+}
+
+// DriftError reports a sandbox whose configuration differs from the resolved one.
+type DriftError struct {
+	Name string
+	Keys []string
+}
+
+func (e *DriftError) Error() string {
+	return fmt.Sprintf("sandbox %q exists with a different configuration (changed: %s)", e.Name, strings.Join(e.Keys, ", "))
+}
+func (e *DriftError) ExitCode() int { return errs.CodeFailure }
+func (e *DriftError) Hint() string {
+	return fmt.Sprintf("run \"sbx create -n %s --replace\" to recreate it (its tmpfs contents are lost; the workspace is kept), or \"sbx explain %s\" to compare", e.Name, e.Name)
+}
+
+// NotManagedError is a container with a sandbox's name that sbx did not create.
+type NotManagedError struct{ Container string }
+
+func (e *NotManagedError) Error() string {
+	return fmt.Sprintf("container %q exists but was not created by sbx (no %s=true label); sbx will not touch it", e.Container, LabelManaged)
+}
+func (e *NotManagedError) ExitCode() int { return errs.CodeFailure }
+func (e *NotManagedError) Hint() string  { return "pick another sandbox name with -n, or rename that container" }
+
+// Ensure makes sure the sandbox described by in exists and runs. It is safe to call from many
+// processes at once: the engine's name conflict decides who creates, and the others adopt it.
+func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) (*EnsureResult, error) {
+	shape, hash, err := ConfigShape(in.Config, in.ProjectRoot)
+	if err != nil {
+		return nil, err
+	}
+	name := ContainerName(in.Name)
+	for attempt := 0; attempt < 5; attempt++ {
+		sb, err := m.Inspect(ctx, in.Name)
+		if IsNotFound(err) {
+			created, err := m.create(ctx, in)
+			if cerrdefs.IsConflict(err) {
+				continue // another sbx created it first: adopt theirs
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := m.start(ctx, created); err != nil {
+				return nil, err
+			}
+			created.Status = "running"
+			return &EnsureResult{Sandbox: created, Created: true}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		res := &EnsureResult{Sandbox: sb}
+		if sb.Hash() != hash {
+			keys := ShapeDiff(sb.Labels[LabelConfig], shape)
+			idle := m.idleFor(sb)
+			switch {
+			case opts.Replace || (opts.RecreateIfIdle && idle >= IdleRecreate):
+				if opts.RecreateIfIdle && !opts.Replace {
+					m.announce("sandbox %q: configuration changed (%s) and it was idle for %s; recreating it\n", in.Name, strings.Join(keys, ", "), idle.Round(time.Second))
+				}
+				if err := m.removeContainer(ctx, sb, false); err != nil {
+					return nil, err
+				}
+				continue
+			case opts.RecreateIfIdle:
+				res.Drift = keys
+			default:
+				return nil, &DriftError{Name: in.Name, Keys: keys}
+			}
+		}
+		switch sb.Status {
+		case "running":
+		case "paused":
+			return nil, errs.Failure(fmt.Errorf("sandbox %q is paused", in.Name), "resume it first")
+		default: // created (left by a killed sbx), exited, dead
+			if err := m.start(ctx, sb); err != nil {
+				return nil, err
+			}
+			sb.Status = "running"
+		}
+		return res, nil
+	}
+	return nil, errs.Failure(fmt.Errorf("sandbox %q (container %s) kept changing while sbx tried to ensure it", in.Name, name), "another process is creating and removing it; try again")
+}
+
+func (m *Manager) announce(format string, a ...any) {
+	if m.Progress != nil {
+		fmt.Fprintf(m.Progress, format, a...)
+	}
+}
+
+func (m *Manager) idleFor(sb *Sandbox) time.Duration {
+	last, ok := m.State.LastUsed(sb.Name)
+	if !ok {
+		last = sb.CreatedAt
+	}
+	return m.Now().Sub(last)
+}
+
+func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
+	img, err := m.Engine.ImageInspect(ctx, in.Config.Image)
+	if cerrdefs.IsNotFound(err) && m.BuildImage != nil {
+		if err := m.BuildImage(ctx, in.Config.Image); err != nil {
+			return nil, err
+		}
+		img, err = m.Engine.ImageInspect(ctx, in.Config.Image)
+	}
+	if cerrdefs.IsNotFound(err) {
+		return nil, errs.Failure(fmt.Errorf("image %s not found", in.Config.Image),
+			"build the bundled images with \"sbx image build\", or set image: to one present on the engine")
+	}
+	if err != nil {
+		return nil, engineErr(fmt.Sprintf("inspecting image %s", in.Config.Image), err)
+	}
+	if img.Config != nil {
+		for v := range img.Config.Volumes {
+			in.ImageVolumes = append(in.ImageVolumes, v)
+		}
+	}
+	in.CreatedAt = m.Now()
+	spec, err := BuildSpec(in)
+	if err != nil {
+		return nil, err
+	}
+	if vol := spec.VolumeSpec(); vol != nil {
+		// Creating a named volume that exists returns it, so racing callers agree.
+		if _, err := m.Engine.VolumeCreate(ctx, *vol); err != nil {
+			return nil, engineErr(fmt.Sprintf("creating workspace volume %s", vol.Name), err)
+		}
+	}
+	resp, err := m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
+	if cerrdefs.IsConflict(err) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, engineErr(fmt.Sprintf("creating sandbox %q", in.Name), err)
+	}
+	m.announce("created sandbox %q (%s)\n", in.Name, in.Config.Image)
+	return &Sandbox{Name: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: in.Config.Image, CreatedAt: in.CreatedAt}, nil
+}
+
+func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
+	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
+		return engineErr(fmt.Sprintf("starting sandbox %q", sb.Name), err)
+	}
+	return nil
+}
+
+// Inspect returns sandbox name, or an error satisfying IsNotFound.
+func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
+	info, err := m.Engine.ContainerInspect(ctx, ContainerName(name))
+	if cerrdefs.IsNotFound(err) {
+		return nil, &NotFoundError{Name: name}
+	}
+	if err != nil {
+		return nil, engineErr(fmt.Sprintf("inspecting sandbox %q", name), err)
+	}
+	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" {
+		return nil, &NotManagedError{Container: ContainerName(name)}
+	}
+	sb := &Sandbox{Name: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
+	if info.State != nil {
+		sb.Status = string(info.State.Status)
+	}
+	sb.CreatedAt, _ = time.Parse(time.RFC3339, info.Config.Labels[LabelCreatedAt])
+	return sb, nil
+}
+
+// List returns every sbx-managed sandbox the engine knows.
+func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
+	list, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	if err != nil {
+		return nil, engineErr("listing sandboxes", err)
+	}
+	out := make([]*Sandbox, 0, len(list))
+	for _, c := range list {
+		name := c.Labels[LabelName]
+		if name == "" || c.Labels[LabelManaged] != "true" {
+			continue
+		}
+		sb := &Sandbox{Name: name, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
+		for _, p := range c.Ports {
+			if p.PublicPort != 0 {
+				sb.Ports = append(sb.Ports, fmt.Sprintf("%s:%d->%d/%s", p.IP, p.PublicPort, p.PrivatePort, p.Type))
+			}
+		}
+		sb.CreatedAt, _ = time.Parse(time.RFC3339, c.Labels[LabelCreatedAt])
+		if sb.CreatedAt.IsZero() {
+			sb.CreatedAt = time.Unix(c.Created, 0)
+		}
+		out = append(out, sb)
+	}
+	return out, nil
+}
+
+// Stop stops sandbox name; its files in tmpfs are lost, its workspace volume kept.
+func (m *Manager) Stop(ctx context.Context, name string) error {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := m.Engine.ContainerStop(ctx, sb.ID, container.StopOptions{}); err != nil {
+		return engineErr(fmt.Sprintf("stopping sandbox %q", name), err)
+	}
+	return nil
+}
+
+// Remove deletes sandbox name: its container, private workspace volume and state file. A
+// running sandbox needs force.
+func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return err
+	}
+	if sb.Status == "running" && !force {
+		return errs.Failure(fmt.Errorf("sandbox %q is running", name), fmt.Sprintf("stop it first (sbx stop %s) or use rm -f", name))
+	}
+	return m.removeContainer(ctx, sb, true)
+}
+
+// removeContainer removes the container; with forget it also drops the private workspace
+// volume and the state file (a recreate keeps both, so no workspace data is lost).
+func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool) error {
+	err := m.Engine.ContainerRemove(ctx, sb.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(fmt.Sprintf("removing sandbox %q", sb.Name), err)
+	}
+	if !forget {
+		return nil
+	}
+	if sb.Labels[LabelWorkspace] == "none" {
+		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.Name), true); err != nil && !cerrdefs.IsNotFound(err) {
+			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
+		}
+	}
+	return m.State.Remove(sb.Name)
+}
+
+// NotFoundError is a sandbox that does not exist.
+type NotFoundError struct{ Name string }
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("sandbox %q not found", e.Name) }
+func (e *NotFoundError) Hint() string  { return "list sandboxes with \"sbx ls\"" }
+
+// IsNotFound reports whether err says a sandbox does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf)
+}
+
+// engineErr wraps an engine failure as exit 125 with the daemon's words.
+func engineErr(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return errs.Failure(fmt.Errorf("%s: %w", what, err), "")
+}

@@ -1,0 +1,193 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// Filter selects sandboxes for ls and prune: project=DIR, name=GLOB, status=STATUS.
+type Filter struct {
+	Projects []string
+	Names    []string
+	Statuses []string
+}
+
+// ParseFilters reads --filter values.
+func ParseFilters(values []string) (Filter, error) {
+	var f Filter
+	for _, v := range values {
+		key, val, ok := strings.Cut(v, "=")
+		if !ok || val == "" {
+			return f, errs.Usagef("bad filter %q: want KEY=VALUE", v).WithHint("filters are project=DIR, name=GLOB, status=running|exited|created|paused")
+		}
+		switch key {
+		case "project":
+			abs, err := filepath.Abs(val)
+			if err != nil {
+				return f, errs.Usagef("bad filter %q: %v", v, err)
+			}
+			f.Projects = append(f.Projects, abs)
+		case "name":
+			if _, err := path.Match(val, ""); err != nil {
+				return f, errs.Usagef("bad filter %q: %v", v, err)
+			}
+			f.Names = append(f.Names, val)
+		case "status":
+			f.Statuses = append(f.Statuses, val)
+		default:
+			return f, errs.Usagef("unknown filter key %q in %q", key, v).WithHint("filters are project=DIR, name=GLOB, status=running|exited|created|paused")
+		}
+	}
+	return f, nil
+}
+
+// Match reports whether sb passes the filter: each given key must match one of its values.
+func (f Filter) Match(sb *Sandbox) bool {
+	anyOf := func(vals []string, ok func(string) bool) bool {
+		if len(vals) == 0 {
+			return true
+		}
+		for _, v := range vals {
+			if ok(v) {
+				return true
+			}
+		}
+		return false
+	}
+	return anyOf(f.Projects, func(p string) bool { return sb.Labels[LabelProject] == p }) &&
+		anyOf(f.Names, func(g string) bool { m, _ := path.Match(g, sb.Name); return m }) &&
+		anyOf(f.Statuses, func(s string) bool { return sb.Status == s })
+}
+
+// PruneRule says which sandboxes have expired; a zero duration disables its rule.
+type PruneRule struct {
+	Idle   time.Duration
+	MaxAge time.Duration
+	All    bool
+}
+
+// PruneCandidate is a sandbox that will go, and why.
+type PruneCandidate struct {
+	Sandbox *Sandbox
+	Reason  string
+}
+
+// SelectExpired picks the sandboxes that rule expires at now. It is pure.
+func SelectExpired(list []*Sandbox, lastUsed func(string) (time.Time, bool), now time.Time, rule PruneRule) []PruneCandidate {
+	var out []PruneCandidate
+	for _, sb := range list {
+		last, ok := lastUsed(sb.Name)
+		if !ok {
+			last = sb.CreatedAt
+		}
+		idle, age := now.Sub(last), now.Sub(sb.CreatedAt)
+		switch {
+		case rule.All:
+			out = append(out, PruneCandidate{sb, "--all"})
+		case rule.MaxAge > 0 && age > rule.MaxAge:
+			out = append(out, PruneCandidate{sb, fmt.Sprintf("age %s > %s", HumanDuration(age), HumanDuration(rule.MaxAge))})
+		case rule.Idle > 0 && idle > rule.Idle:
+			out = append(out, PruneCandidate{sb, fmt.Sprintf("idle %s > %s", HumanDuration(idle), HumanDuration(rule.Idle))})
+		}
+	}
+	return out
+}
+
+// PruneResult is the outcome for one sandbox.
+type PruneResult struct {
+	PruneCandidate
+	Err error
+}
+
+// RemoveAll removes the candidates with at most parallel removals at once.
+func (m *Manager) RemoveAll(ctx context.Context, cands []PruneCandidate, parallel int) []PruneResult {
+	results := make([]PruneResult, len(cands))
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for i, c := range cands {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = PruneResult{PruneCandidate: c, Err: m.removeContainer(ctx, c.Sandbox, true)}
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// Orphans are leftovers of removed sandboxes: state files and labelled workspace volumes
+// whose container is gone.
+type Orphans struct {
+	StateFiles []string
+	Volumes    []string
+}
+
+// FindOrphans lists leftovers, given the sandboxes that still exist.
+func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox) (Orphans, error) {
+	alive := map[string]bool{}
+	for _, sb := range existing {
+		alive[sb.Name] = true
+	}
+	var o Orphans
+	names, err := m.State.Names()
+	if err != nil {
+		return o, err
+	}
+	for _, n := range names {
+		if !alive[n] {
+			o.StateFiles = append(o.StateFiles, n)
+		}
+	}
+	vols, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
+	if err != nil {
+		return o, engineErr("listing volumes", err)
+	}
+	for _, v := range vols.Volumes {
+		name := v.Labels[LabelName]
+		if v.Labels[LabelManaged] == "true" && name != "" && v.Name == VolumeName(name) && !alive[name] {
+			o.Volumes = append(o.Volumes, v.Name)
+		}
+	}
+	return o, nil
+}
+
+// RemoveOrphans deletes what FindOrphans found and returns the first failure.
+func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
+	var first error
+	for _, n := range o.StateFiles {
+		if err := m.State.Remove(n); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, v := range o.Volumes {
+		if err := m.Engine.VolumeRemove(ctx, v, false); err != nil && first == nil {
+			first = engineErr("removing volume "+v, err)
+		}
+	}
+	return first
+}
+
+// HumanDuration prints d the way ls and prune show ages: 45s, 12m, 5h, 3d.
+func HumanDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}

@@ -1,0 +1,273 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/go-units"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+)
+
+// Labels sbx puts on every sandbox, besides LabelManaged and LabelProfile (image.go). Nothing
+// without LabelManaged=true is ever touched.
+const (
+	LabelName       = "dev.sbx.name"
+	LabelProject    = "dev.sbx.project"
+	LabelConfigHash = "dev.sbx.config-hash"
+	LabelConfig     = "dev.sbx.config" // canonical JSON of the shaping keys, to name what changed
+	LabelCreatedAt  = "dev.sbx.created-at"
+	LabelVersion    = "dev.sbx.version"
+	LabelWorkspace  = "dev.sbx.workspace"
+)
+
+// WorkspacePath is where the project (or the private volume) appears inside a sandbox.
+const WorkspacePath = "/workspace"
+
+// KeepAlive is the sandbox's main process; work happens in execs.
+var KeepAlive = []string{"sleep", "infinity"}
+
+// ContainerName is the engine name of sandbox NAME.
+func ContainerName(name string) string { return "sbx-" + name }
+
+// VolumeName is the private workspace volume of sandbox NAME in workspace mode none.
+func VolumeName(name string) string { return "sbx-" + name + "-ws" }
+
+// shapingKeys are the config keys that shape the container; per-exec settings (mode, timeout,
+// passEnv), policy and prune rules are left out so changing them never forces a recreate.
+var shapingKeys = []string{
+	"image", "workspace", "workdir", "user", "readOnlyRoot", "tmpfs", "network", "capDrop", "capAdd",
+	"init", "memory", "memorySwap", "cpus", "pidsLimit", "ulimits", "env", "binds", "seccompProfile",
+	"apparmorProfile", "runtime", "dns", "extraHosts",
+}
+
+// SpecInput is everything BuildSpec needs; the caller does all I/O.
+type SpecInput struct {
+	Name        string
+	ProjectRoot string
+	Config      config.Config
+	// SeccompJSON is the content of Config.SeccompProfile, read by the caller.
+	SeccompJSON []byte
+	// ImageVolumes are the VOLUME paths the image declares; each gets a tmpfs so no writable
+	// anonymous volume appears behind the read-only root.
+	ImageVolumes []string
+	Version      string
+	CreatedAt    time.Time
+	ExtraLabels  map[string]string
+}
+
+// Spec is the engine's view of a sandbox, ready for ContainerCreate.
+type Spec struct {
+	Name          string
+	ContainerName string
+	Container     *container.Config
+	Host          *container.HostConfig
+	Network       *network.NetworkingConfig
+	Volume        *volume.CreateOptions // the private workspace volume, nil unless workspace is none
+	Hash          string
+	Shape         string
+}
+
+// BuildSpec turns a resolved config into Docker API structs. It is pure: same input, same output.
+func BuildSpec(in SpecInput) (*Spec, error) {
+	cfg := in.Config
+	shape, hash, err := ConfigShape(cfg, in.ProjectRoot)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{
+		LabelManaged:    "true",
+		LabelName:       in.Name,
+		LabelProject:    in.ProjectRoot,
+		LabelConfigHash: hash,
+		LabelConfig:     shape,
+		LabelCreatedAt:  in.CreatedAt.UTC().Format(time.RFC3339),
+		LabelVersion:    in.Version,
+		LabelProfile:    cfg.Profile,
+		LabelWorkspace:  cfg.Workspace,
+	}
+	maps.Copy(labels, in.ExtraLabels)
+
+	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
+	spec.Container = &container.Config{
+		Image:      cfg.Image,
+		Cmd:        slices.Clone(KeepAlive),
+		User:       cfg.User,
+		WorkingDir: cfg.Workdir,
+		Env:        envList(cfg.Env),
+		Labels:     labels,
+		Hostname:   in.Name,
+		StopTimeout: func() *int {
+			s := 2
+			return &s
+		}(),
+	}
+
+	tmpfs := map[string]string{}
+	for _, t := range cfg.Tmpfs {
+		tmpfs[t.Path] = strings.Join(t.Options, ",")
+	}
+	for _, v := range in.ImageVolumes {
+		if _, ok := tmpfs[v]; !ok && v != WorkspacePath {
+			tmpfs[v] = "size=64m,nosuid,nodev,noexec"
+		}
+	}
+
+	secOpts := []string{"no-new-privileges:true"}
+	if cfg.SeccompProfile != "" {
+		if len(in.SeccompJSON) == 0 {
+			return nil, fmt.Errorf("seccomp profile %s: no content given", cfg.SeccompProfile)
+		}
+		secOpts = append(secOpts, "seccomp="+string(in.SeccompJSON))
+	}
+	if cfg.ApparmorProfile != "" {
+		secOpts = append(secOpts, "apparmor="+cfg.ApparmorProfile)
+	}
+
+	mounts, err := workspaceMounts(in, labels)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range cfg.Binds {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
+
+	pids := cfg.PidsLimit
+	init := cfg.Init
+	spec.Host = &container.HostConfig{
+		ReadonlyRootfs: cfg.ReadOnlyRoot,
+		Tmpfs:          tmpfs,
+		Mounts:         mounts,
+		CapDrop:        slices.Clone(cfg.CapDrop),
+		CapAdd:         slices.Clone(cfg.CapAdd),
+		SecurityOpt:    secOpts,
+		NetworkMode:    container.NetworkMode(cfg.Network),
+		Init:           &init,
+		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Runtime:        cfg.Runtime,
+		DNS:            slices.Clone(cfg.DNS),
+		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
+		Resources: container.Resources{
+			Memory:     cfg.Memory,
+			MemorySwap: cfg.MemorySwap,
+			NanoCPUs:   int64(cfg.CPUs * 1e9),
+			PidsLimit:  &pids,
+			Ulimits:    ulimits(cfg.Ulimits),
+		},
+	}
+	spec.Network = &network.NetworkingConfig{}
+	return spec, nil
+}
+
+func workspaceMounts(in SpecInput, labels map[string]string) ([]mount.Mount, error) {
+	switch in.Config.Workspace {
+	case "ro", "rw":
+		if !path.IsAbs(in.ProjectRoot) {
+			return nil, fmt.Errorf("project root %q is not absolute", in.ProjectRoot)
+		}
+		return []mount.Mount{{Type: mount.TypeBind, Source: in.ProjectRoot, Target: WorkspacePath,
+			ReadOnly: in.Config.Workspace == "ro", BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}}}, nil
+	case "none":
+		return []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName(in.Name), Target: WorkspacePath}}, nil
+	}
+	return nil, fmt.Errorf("workspace mode %q is not one of none, ro, rw", in.Config.Workspace)
+}
+
+// VolumeSpec is the private workspace volume for sandbox name, carrying the container's labels.
+func (s *Spec) VolumeSpec() *volume.CreateOptions {
+	if s.Host == nil {
+		return nil
+	}
+	for _, m := range s.Host.Mounts {
+		if m.Type == mount.TypeVolume && m.Target == WorkspacePath {
+			labels := map[string]string{}
+			for _, k := range []string{LabelManaged, LabelName, LabelProject, LabelCreatedAt, LabelVersion} {
+				labels[k] = s.Container.Labels[k]
+			}
+			for k, v := range s.Container.Labels {
+				if !strings.HasPrefix(k, "dev.sbx.") {
+					labels[k] = v
+				}
+			}
+			return &volume.CreateOptions{Name: m.Source, Labels: labels}
+		}
+	}
+	return nil
+}
+
+// ConfigShape returns the canonical JSON of the keys that shape the container, and its SHA-256.
+// Go's encoder sorts map keys, so equal configs give equal bytes.
+func ConfigShape(cfg config.Config, projectRoot string) (shape, hash string, err error) {
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return "", "", fmt.Errorf("encoding config: %w", err)
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &all); err != nil {
+		return "", "", fmt.Errorf("encoding config: %w", err)
+	}
+	kept := map[string]json.RawMessage{}
+	for _, k := range shapingKeys {
+		kept[k] = all[k]
+	}
+	root, _ := json.Marshal(projectRoot)
+	kept["project"] = root
+	out, err := json.Marshal(kept)
+	if err != nil {
+		return "", "", fmt.Errorf("encoding config: %w", err)
+	}
+	sum := sha256.Sum256(out)
+	return string(out), hex.EncodeToString(sum[:]), nil
+}
+
+// ShapeDiff lists the keys whose values differ between two shapes from ConfigShape. An
+// unreadable old shape (a sandbox from another version) reports every key.
+func ShapeDiff(oldShape, newShape string) []string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal([]byte(oldShape), &a) != nil || json.Unmarshal([]byte(newShape), &b) != nil {
+		return []string{"(all: the sandbox was created by another sbx version)"}
+	}
+	var diff []string
+	for k := range b {
+		if string(a[k]) != string(b[k]) {
+			diff = append(diff, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			diff = append(diff, k)
+		}
+	}
+	slices.Sort(diff)
+	return diff
+}
+
+func envList(env map[string]string) []string {
+	keys := slices.Sorted(maps.Keys(env))
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+func ulimits(in map[string]config.Ulimit) []*container.Ulimit {
+	names := slices.Sorted(maps.Keys(in))
+	out := make([]*container.Ulimit, 0, len(names))
+	for _, n := range names {
+		out = append(out, &units.Ulimit{Name: n, Soft: in[n].Soft, Hard: in[n].Hard})
+	}
+	return out
+}

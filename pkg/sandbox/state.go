@@ -1,0 +1,95 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// StateStore keeps each sandbox's last-use time in its own small file. Everything else about a
+// sandbox lives in the engine's labels, so losing this directory loses only idle times.
+type StateStore struct {
+	Dir string
+	Now func() time.Time
+}
+
+type stateFile struct {
+	Name     string    `json:"name"`
+	LastUsed time.Time `json:"lastUsed"`
+}
+
+func (s *StateStore) path(name string) string { return filepath.Join(s.Dir, name+".json") }
+
+// Touch records that sandbox name was used now.
+func (s *StateStore) Touch(name string) error { return s.SetLastUsed(name, s.Now()) }
+
+// SetLastUsed records t as the last use of sandbox name, atomically (temp file + rename).
+func (s *StateStore) SetLastUsed(name string, t time.Time) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("recording last use of %q: %w", name, err)
+	}
+	data, err := json.Marshal(stateFile{Name: name, LastUsed: t.UTC()})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.Dir, "."+name+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("recording last use of %q: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("recording last use of %q: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("recording last use of %q: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), s.path(name)); err != nil {
+		return fmt.Errorf("recording last use of %q: %w", name, err)
+	}
+	return nil
+}
+
+// LastUsed returns when sandbox name was last used, if known.
+func (s *StateStore) LastUsed(name string) (time.Time, bool) {
+	data, err := os.ReadFile(s.path(name))
+	if err != nil {
+		return time.Time{}, false
+	}
+	var st stateFile
+	if json.Unmarshal(data, &st) != nil || st.LastUsed.IsZero() {
+		return time.Time{}, false
+	}
+	return st.LastUsed, true
+}
+
+// Remove forgets sandbox name. A missing file is not an error.
+func (s *StateStore) Remove(name string) error {
+	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing state of %q: %w", name, err)
+	}
+	return nil
+}
+
+// Names lists the sandboxes that have a state file.
+func (s *StateStore) Names() ([]string, error) {
+	entries, err := os.ReadDir(s.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading state dir: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(n, ".") {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
