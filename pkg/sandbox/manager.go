@@ -82,7 +82,9 @@ func (e *NotManagedError) Error() string {
 	return fmt.Sprintf("container %q exists but was not created by sbx (no %s=true label); sbx will not touch it", e.Container, LabelManaged)
 }
 func (e *NotManagedError) ExitCode() int { return errs.CodeFailure }
-func (e *NotManagedError) Hint() string  { return "pick another sandbox name with -n, or rename that container" }
+func (e *NotManagedError) Hint() string {
+	return "pick another sandbox name with -n, or rename that container"
+}
 
 // Ensure makes sure the sandbox described by in exists and runs. It is safe to call from many
 // processes at once: the engine's name conflict decides who creates, and the others adopt it.

@@ -119,7 +119,10 @@ func TestBuildSpecWorkspaceModes(t *testing.T) {
 	if rw.Host.Mounts[0].ReadOnly {
 		t.Error("rw workspace mounted read-only")
 	}
-	none := buildTestSpec(t, func(in *SpecInput) { in.Config.Workspace = "none"; in.ExtraLabels = map[string]string{"sbx.test": "r1"} })
+	none := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.Workspace = "none"
+		in.ExtraLabels = map[string]string{"sbx.test": "r1"}
+	})
 	m := none.Host.Mounts[0]
 	if m.Type != mount.TypeVolume || m.Source != "sbx-app-1a2b3c-ws" || m.Target != "/workspace" {
 		t.Errorf("none workspace mount %+v", m)
@@ -166,7 +169,12 @@ func TestBuildSpecOptionalSettings(t *testing.T) {
 
 func TestConfigHash(t *testing.T) {
 	a := buildTestSpec(t, nil)
-	b := buildTestSpec(t, func(in *SpecInput) { in.CreatedAt = time.Now(); in.Config.Timeout = time.Second; in.Config.Mode = "off"; in.Config.PassEnv = []string{"X"} })
+	b := buildTestSpec(t, func(in *SpecInput) {
+		in.CreatedAt = time.Now()
+		in.Config.Timeout = time.Second
+		in.Config.Mode = "off"
+		in.Config.PassEnv = []string{"X"}
+	})
 	if a.Hash != b.Hash {
 		t.Error("per-exec settings changed the config hash")
 	}
