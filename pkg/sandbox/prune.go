@@ -134,8 +134,9 @@ type Orphans struct {
 	Volumes    []string
 }
 
-// FindOrphans lists leftovers, given the sandboxes that still exist.
-func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox) (Orphans, error) {
+// FindOrphans lists leftovers that match filter, given the sandboxes that still exist. A state
+// file carries only a name, so a project filter never matches one.
+func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter Filter) (Orphans, error) {
 	alive := map[string]bool{}
 	for _, sb := range existing {
 		alive[sb.Name] = true
@@ -146,7 +147,7 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox) (Orphans
 		return o, err
 	}
 	for _, n := range names {
-		if !alive[n] {
+		if !alive[n] && filter.Match(&Sandbox{Name: n}) {
 			o.StateFiles = append(o.StateFiles, n)
 		}
 	}
@@ -156,7 +157,8 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox) (Orphans
 	}
 	for _, v := range vols.Volumes {
 		name := v.Labels[LabelName]
-		if v.Labels[LabelManaged] == "true" && name != "" && v.Name == VolumeName(name) && !alive[name] {
+		if v.Labels[LabelManaged] == "true" && name != "" && v.Name == VolumeName(name) && !alive[name] &&
+			filter.Match(&Sandbox{Name: name, Labels: v.Labels}) {
 			o.Volumes = append(o.Volumes, v.Name)
 		}
 	}

@@ -1,0 +1,125 @@
+package cmdutil
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// TestLabelEnv names the variable whose value, when set, is put on every sandbox as label
+// sbx.test=VALUE, so a test run can find and remove what it made.
+const TestLabelEnv = "SBX_TEST_LABEL"
+
+// StateDir is where sbx keeps last-use times: $XDG_STATE_HOME/sbx, else ~/.local/state/sbx.
+func StateDir(f *Factory) string {
+	if d := f.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "sbx")
+	}
+	home, _ := f.HomeDir()
+	return filepath.Join(home, ".local", "state", "sbx")
+}
+
+// Manager dials the engine and returns a sandbox manager that reports progress on stderr and
+// builds missing bundled images on first use.
+func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
+	eng, err := f.Engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := &sandbox.Manager{
+		Engine: eng,
+		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
+		Now:    f.Now,
+	}
+	progress := &sandbox.Progress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
+	if !f.IOStreams.Quiet() {
+		m.Progress = f.IOStreams.ErrOut
+	}
+	m.BuildImage = func(ctx context.Context, image string) error {
+		_, err := sandbox.EnsureImage(ctx, eng, image, progress)
+		return err
+	}
+	return m, nil
+}
+
+// SpecInput turns a resolved config into the sandbox spec input, reading the seccomp profile
+// file when one is configured.
+func SpecInput(f *Factory, r *config.Resolved) (sandbox.SpecInput, error) {
+	in := sandbox.SpecInput{Name: r.Name, ProjectRoot: r.ProjectRoot, Config: r.Config, Version: buildinfo.Get().Version}
+	if p := r.Config.SeccompProfile; p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return in, errs.Failure(fmt.Errorf("reading seccompProfile %s (from %s): %w", p, r.Source("seccompProfile"), err), "fix the path, or remove the key to use the engine's default profile")
+		}
+		in.SeccompJSON = data
+	}
+	if v := f.Getenv(TestLabelEnv); v != "" {
+		in.ExtraLabels = map[string]string{"sbx.test": v}
+	}
+	return in, nil
+}
+
+// ReportFailures ends a command that acted on several sandboxes: every failure but the last
+// is printed here, the last is returned for Main to print with its hint. The exit code is 125
+// when any failure was sbx's or the engine's, else 1 (a missing name, say).
+func ReportFailures(io *iostreams.IOStreams, failed []error) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	code := errs.CodeError
+	for _, err := range failed {
+		if errs.ExitCode(err) == errs.CodeFailure {
+			code = errs.CodeFailure
+		}
+	}
+	for _, err := range failed[:len(failed)-1] {
+		fmt.Fprintf(io.ErrOut, "error: %v\n", err)
+	}
+	last := failed[len(failed)-1]
+	return errs.New(last, code, errs.Hint(last))
+}
+
+// SandboxNames checks the names given as arguments, or returns the project's default sandbox
+// when there are none. A config that fails validation still names the default sandbox, so
+// stop and rm work on it.
+func SandboxNames(f *Factory, args []string) ([]string, error) {
+	if len(args) == 0 {
+		r, err := ResolveConfig(f, "")
+		if r == nil {
+			return nil, err
+		}
+		return []string{r.Name}, nil
+	}
+	for _, a := range args {
+		if err := config.ValidName(a); err != nil {
+			return nil, errs.Usagef("%v", err)
+		}
+	}
+	return args, nil
+}
+
+// ConfigState compares the config sb was created with against what its project resolves to
+// now: "ok", "changed" with the differing keys, or "unknown" when it cannot be resolved.
+func ConfigState(f *Factory, sb *sandbox.Sandbox) (string, []string) {
+	in := ConfigInputs(f, sb.Name)
+	in.ProjectDir = sb.Labels[sandbox.LabelProject]
+	r, _ := config.Resolve(in)
+	if r == nil {
+		return "unknown", nil
+	}
+	shape, hash, err := sandbox.ConfigShape(r.Config, r.ProjectRoot)
+	if err != nil {
+		return "unknown", nil
+	}
+	if hash == sb.Hash() {
+		return "ok", nil
+	}
+	return "changed", sandbox.ShapeDiff(sb.Labels[sandbox.LabelConfig], shape)
+}

@@ -1,0 +1,324 @@
+// Package exec implements "sbx exec".
+package exec
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// ExecOptions are the inputs of "sbx exec".
+type ExecOptions struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Name        string
+	Interactive bool
+	TTY         bool
+	WorkDir     string
+	Env         []string
+	EnvFiles    []string
+	User        string
+	Timeout     time.Duration
+	TimeoutSet  bool
+	Command     []string
+}
+
+// NewCmdExec builds "sbx exec".
+func NewCmdExec(f *cmdutil.Factory, runF func(context.Context, *ExecOptions) error) *cobra.Command {
+	opts := &ExecOptions{IO: f.IOStreams, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "exec [flags] -- COMMAND [ARG...]",
+		Short: "Run a command in a sandbox, creating it when needed",
+		Long: `Run a command in a sandbox and return its output and exit status. The sandbox (the
+project's default one, or -n NAME) is created and started first when needed.
+
+The command runs in /workspace/<your directory relative to the project root> unless -w says
+otherwise. When it ends, times out (--timeout, else the timeout key) or sbx is interrupted,
+every process it started in the sandbox is terminated: TERM, then KILL 5 s later.
+
+Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is not found;
+125 when sbx or the engine fails; 130 when interrupted.`,
+		Example: `  sbx exec -- python3 -c 'print(6*7)'
+  cd src && sbx exec -- python3 x.py
+  echo data | sbx exec -i -- wc -c
+  sbx exec -it -- bash
+  sbx exec -n scratch --timeout 30s -e DEBUG=1 -- make test`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() > 0 {
+				return errs.Usagef("unexpected arguments before --: %s", strings.Join(args[:cmd.ArgsLenAtDash()], " ")).
+					WithHint("put the command after --: sbx exec [flags] -- COMMAND [ARG...]")
+			}
+			opts.Command = args
+			opts.TimeoutSet = cmd.Flags().Changed("timeout")
+			if opts.Name != "" {
+				if err := config.ValidName(opts.Name); err != nil {
+					return errs.Usagef("%v", err)
+				}
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return execRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	fl.BoolVarP(&opts.Interactive, "interactive", "i", false, "forward stdin to the command")
+	fl.BoolVarP(&opts.TTY, "tty", "t", false, "allocate a terminal")
+	fl.StringVarP(&opts.WorkDir, "workdir", "w", "", "working `dir` inside the sandbox")
+	fl.StringArrayVarP(&opts.Env, "env", "e", nil, "set `K=V` for this command (K alone takes the host's value)")
+	fl.StringArrayVar(&opts.EnvFiles, "env-file", nil, "read variables for this command from `file` (K=V lines)")
+	fl.StringVarP(&opts.User, "user", "u", "", "run as `uid[:gid]` instead of the sandbox user")
+	fl.DurationVar(&opts.Timeout, "timeout", 0, "terminate the command after `duration` (default: the timeout key; 0 = none)")
+	return cmd
+}
+
+func execRun(ctx context.Context, opts *ExecOptions) error {
+	f := opts.Factory
+	r, err := cmdutil.ResolveConfig(f, opts.Name)
+	if err != nil {
+		return err
+	}
+	if err := config.CheckTool(r, "exec"); err != nil {
+		return err
+	}
+	env, err := execEnv(f, r, opts)
+	if err != nil {
+		return err
+	}
+	timeout := r.Config.Timeout
+	if opts.TimeoutSet {
+		timeout = opts.Timeout
+	}
+	if r.ExecsOnHost() {
+		return hostRun(ctx, opts, r, env, timeout)
+	}
+
+	m, err := cmdutil.Manager(ctx, f)
+	if err != nil {
+		return err
+	}
+	in, err := cmdutil.SpecInput(f, r)
+	if err != nil {
+		return err
+	}
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true})
+	if err != nil {
+		return err
+	}
+	if len(res.Drift) > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
+			r.Name, strings.Join(res.Drift, ", "), r.Name)
+	}
+	_ = m.State.Touch(r.Name)
+
+	eo := sandbox.ExecOptions{
+		Cmd: opts.Command, Env: env, WorkDir: workDir(opts, r), User: opts.User,
+		TTY: opts.TTY, Interactive: opts.Interactive, Timeout: timeout,
+		Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
+	}
+	if opts.TTY {
+		restore, err := setupTTY(opts.IO, &eo)
+		if err != nil {
+			return err
+		}
+		defer restore()
+	}
+	result, err := m.Exec(ctx, res.Sandbox, eo)
+	_ = m.State.Touch(r.Name)
+	if err != nil {
+		return err
+	}
+	return exitFor(result, timeout, r)
+}
+
+// exitFor maps how the command ended to sbx's exit codes.
+func exitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved) error {
+	switch {
+	case res.Canceled:
+		return errs.New(errors.New("interrupted; the command and its processes were terminated"), errs.CodeInterrupted, "")
+	case res.TimedOut:
+		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout,
+			fmt.Sprintf("give it longer with --timeout, or set the timeout key (now %s, from %s)", config.FormatDuration(r.Config.Timeout), r.Source("timeout")))
+	case res.OOMKilled:
+		return errs.New(fmt.Errorf("killed: out of memory, limit %s", config.FormatSize(r.Config.Memory)), 137,
+			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
+	case res.ExitCode != 0:
+		return &errs.ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// workDir is -w, else the caller's directory mapped under /workspace when it lies inside the
+// project and the project is mounted, else /workspace.
+func workDir(opts *ExecOptions, r *config.Resolved) string {
+	if opts.WorkDir != "" {
+		if path.IsAbs(opts.WorkDir) {
+			return opts.WorkDir
+		}
+		return path.Join(sandbox.WorkspacePath, opts.WorkDir)
+	}
+	if r.Config.Workspace == "none" {
+		return sandbox.WorkspacePath
+	}
+	rel, err := filepath.Rel(r.ProjectRoot, r.WorkingDir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return sandbox.WorkspacePath
+	}
+	return path.Join(sandbox.WorkspacePath, filepath.ToSlash(rel))
+}
+
+// execEnv gathers the per-exec variables: passEnv names from the host, then --env-file, then -e.
+func execEnv(f *cmdutil.Factory, r *config.Resolved, opts *ExecOptions) ([]string, error) {
+	var env []string
+	for _, name := range r.Config.PassEnv {
+		if v, ok := f.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	for _, file := range opts.EnvFiles {
+		vars, err := readEnvFile(file)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, vars...)
+	}
+	for _, kv := range opts.Env {
+		name, _, hasValue := strings.Cut(kv, "=")
+		if name == "" || strings.ContainsRune(kv, 0) {
+			return nil, errs.Usagef("bad -e %q: want K=V or K", kv)
+		}
+		if !hasValue {
+			v, ok := f.LookupEnv(name)
+			if !ok {
+				continue
+			}
+			kv = name + "=" + v
+		}
+		env = append(env, kv)
+	}
+	return env, nil
+}
+
+func readEnvFile(file string) ([]string, error) {
+	fh, err := os.Open(file)
+	if err != nil {
+		return nil, errs.Usagef("reading --env-file: %v", err)
+	}
+	defer fh.Close()
+	var vars []string
+	sc := bufio.NewScanner(fh)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if name, _, ok := strings.Cut(line, "="); !ok || name == "" {
+			return nil, errs.Usagef("%s:%d: want K=V, got %q", file, n, line)
+		}
+		vars = append(vars, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, errs.Usagef("reading --env-file %s: %v", file, err)
+	}
+	return vars, nil
+}
+
+// setupTTY puts the local terminal in raw mode and forwards window-size changes.
+func setupTTY(io *iostreams.IOStreams, eo *sandbox.ExecOptions) (func(), error) {
+	in, ok := io.In.(*os.File)
+	out, okOut := io.Out.(*os.File)
+	if !ok || !term.IsTerminal(int(in.Fd())) {
+		fmt.Fprintln(io.ErrOut, "warning: -t without a terminal on stdin; output is not a terminal session")
+		return func() {}, nil
+	}
+	sizeFd := int(in.Fd())
+	if okOut && term.IsTerminal(int(out.Fd())) {
+		sizeFd = int(out.Fd())
+	}
+	eo.TTYSize = func() (uint, uint, bool) {
+		w, h, err := term.GetSize(sizeFd)
+		return uint(h), uint(w), err == nil
+	}
+	state, err := term.MakeRaw(int(in.Fd()))
+	if err != nil {
+		return nil, errs.Failure(fmt.Errorf("putting the terminal in raw mode: %w", err), "")
+	}
+	resize := make(chan struct{}, 1)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for range winch {
+			select {
+			case resize <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	eo.Resize = resize
+	return func() {
+		signal.Stop(winch)
+		close(winch)
+		_ = term.Restore(int(in.Fd()), state)
+	}, nil
+}
+
+// hostRun runs the command directly on the host, as mode off (or non-main for the default
+// sandbox) asks, after saying so on stderr.
+func hostRun(ctx context.Context, opts *ExecOptions, r *config.Resolved, env []string, timeout time.Duration) error {
+	fmt.Fprintf(opts.IO.ErrOut, "warning: running on the host, not in a sandbox (mode %s, from %s)\n", r.Config.Mode, r.Source("mode"))
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	c := osexec.CommandContext(ctx, opts.Command[0], opts.Command[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = nil, opts.IO.Out, opts.IO.ErrOut
+	if opts.Interactive {
+		c.Stdin = opts.IO.In
+	}
+	c.Env = append(opts.Factory.Environ(), env...)
+	if opts.WorkDir != "" {
+		c.Dir = opts.WorkDir
+	}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGTERM) }
+	c.WaitDelay = sandbox.KillGrace
+	err := c.Run()
+	var exitErr *osexec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return errs.New(fmt.Errorf("timed out after %s", timeout), errs.CodeTimeout, "")
+	case errors.As(err, &exitErr):
+		if code := exitErr.ExitCode(); code >= 0 {
+			return &errs.ExitError{Code: code}
+		}
+		return errs.New(err, errs.CodeInterrupted, "")
+	case errors.Is(err, osexec.ErrNotFound):
+		return errs.New(err, errs.CodeNotFound, "")
+	}
+	return errs.New(err, errs.CodeCannotExec, "")
+}

@@ -1,0 +1,174 @@
+// Package ls implements "sbx ls".
+package ls
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/spf13/cobra"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// LsOptions are the inputs of "sbx ls".
+type LsOptions struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	JSON    bool
+	Quiet   bool
+	Filters []string
+}
+
+// Entry is one sandbox in "sbx ls --json". Field names are stable.
+type Entry struct {
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Container  string            `json:"container"`
+	Status     string            `json:"status"`
+	Profile    string            `json:"profile"`
+	Image      string            `json:"image"`
+	Workspace  Workspace         `json:"workspace"`
+	Project    string            `json:"project"`
+	CreatedAt  time.Time         `json:"createdAt"`
+	LastUsedAt *time.Time        `json:"lastUsedAt"`
+	Config     string            `json:"config"` // ok, changed, or unknown (its config cannot be resolved)
+	ConfigHash string            `json:"configHash"`
+	Changed    []string          `json:"changedKeys,omitempty"`
+	Ports      []string          `json:"ports"`
+	Labels     map[string]string `json:"labels"`
+}
+
+// Workspace is what a sandbox has at /workspace.
+type Workspace struct {
+	Mode string `json:"mode"`
+	Path string `json:"path"` // the project root, or the volume for mode none
+}
+
+// NewCmdLs builds "sbx ls".
+func NewCmdLs(f *cmdutil.Factory, runF func(context.Context, *LsOptions) error) *cobra.Command {
+	opts := &LsOptions{IO: f.IOStreams, Factory: f}
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sandboxes",
+		Long: `List the sandboxes sbx manages: status, image, workspace, age, time since last use, and
+whether the configuration it was created with still matches the resolved one (CONFIG ok or
+changed). A table on a terminal, tab-separated values when piped, --json for programs.`,
+		Example: `  sbx ls
+  sbx ls --filter status=running --filter name='web-*'
+  sbx ls -q | xargs sbx rm -f`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := sandbox.ParseFilters(opts.Filters); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return lsRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as a JSON array")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print names only")
+	cmd.Flags().StringArrayVar(&opts.Filters, "filter", nil, "keep sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
+	return cmd
+}
+
+func lsRun(ctx context.Context, opts *LsOptions) error {
+	f := opts.Factory
+	filter, _ := sandbox.ParseFilters(opts.Filters)
+	m, err := cmdutil.Manager(ctx, f)
+	if err != nil {
+		return err
+	}
+	list, err := m.List(ctx)
+	if err != nil {
+		return err
+	}
+	entries := make([]Entry, 0, len(list))
+	for _, sb := range list {
+		if filter.Match(sb) {
+			entries = append(entries, entryFor(f, m, sb))
+		}
+	}
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+
+	switch {
+	case opts.JSON:
+		return cmdutil.WriteJSON(opts.IO.Out, entries)
+	case opts.Quiet:
+		for _, e := range entries {
+			fmt.Fprintln(opts.IO.Out, e.Name)
+		}
+		return nil
+	}
+	now := f.Now()
+	rows := make([][]string, 0, len(entries))
+	running := 0
+	for _, e := range entries {
+		if e.Status == "running" {
+			running++
+		}
+		idle := "-"
+		if e.LastUsedAt != nil {
+			idle = sandbox.HumanDuration(now.Sub(*e.LastUsedAt))
+		}
+		image := e.Profile
+		if image == "" || !strings.HasPrefix(e.Image, "sbx-sandbox") {
+			image = e.Image
+		}
+		ws := e.Workspace.Mode + " " + e.Workspace.Path
+		if len(e.Ports) > 0 {
+			ws += " ports " + strings.Join(e.Ports, ",")
+		}
+		rows = append(rows, []string{e.Name, e.Status, image, ws, sandbox.HumanDuration(now.Sub(e.CreatedAt)), idle, e.Config})
+	}
+	t := cmdutil.Table{
+		Headers: []string{"NAME", "STATUS", "PROFILE/IMAGE", "WORKSPACE", "AGE", "IDLE", "CONFIG"},
+		Rows:    rows,
+		Color: func(row, col int) lipgloss.Color {
+			switch {
+			case col == 1 && rows[row][1] == "running":
+				return "2"
+			case col == 6 && rows[row][6] == "changed":
+				return "3"
+			}
+			return ""
+		},
+	}
+	t.Print(opts.IO)
+	footer := fmt.Sprintf("%d sandboxes (%d running)", len(entries), running)
+	if opts.IO.IsStdoutTTY() {
+		fmt.Fprintln(opts.IO.Out, footer)
+	} else {
+		fmt.Fprintln(opts.IO.ErrOut, footer)
+	}
+	return nil
+}
+
+func entryFor(f *cmdutil.Factory, m *sandbox.Manager, sb *sandbox.Sandbox) Entry {
+	e := Entry{
+		Name: sb.Name, ID: sb.ID, Container: sandbox.ContainerName(sb.Name), Status: sb.Status,
+		Profile: sb.Labels[sandbox.LabelProfile], Image: sb.Image, Project: sb.Labels[sandbox.LabelProject],
+		CreatedAt: sb.CreatedAt.UTC(), ConfigHash: sb.Hash(), Labels: sb.Labels, Ports: sb.Ports,
+		Workspace: Workspace{Mode: sb.Labels[sandbox.LabelWorkspace], Path: sb.Labels[sandbox.LabelProject]},
+	}
+	if e.Ports == nil {
+		e.Ports = []string{}
+	}
+	if e.Workspace.Mode == "none" {
+		e.Workspace.Path = sandbox.VolumeName(sb.Name)
+	}
+	if t, ok := m.State.LastUsed(sb.Name); ok {
+		t = t.UTC()
+		e.LastUsedAt = &t
+	}
+	e.Config, e.Changed = cmdutil.ConfigState(f, sb)
+	return e
+}

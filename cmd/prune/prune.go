@@ -1,0 +1,226 @@
+// Package prune implements "sbx prune".
+package prune
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// Parallel is how many sandboxes prune removes at once.
+const Parallel = 4
+
+// PruneOptions are the inputs of "sbx prune".
+type PruneOptions struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+
+	Idle      time.Duration
+	IdleSet   bool
+	MaxAge    time.Duration
+	MaxAgeSet bool
+	All       bool
+	Filters   []string
+	DryRun    bool
+	Force     bool
+	JSON      bool
+}
+
+// Report is the --json output of "sbx prune". Field names are stable.
+type Report struct {
+	DryRun         bool          `json:"dryRun"`
+	Removed        []RemovedItem `json:"removed"`
+	Failed         []RemovedItem `json:"failed"`
+	OrphanStates   []string      `json:"orphanStateFiles"`
+	OrphanVolumes  []string      `json:"orphanVolumes"`
+	IdleLimit      string        `json:"idleLimit"`
+	MaxAgeLimit    string        `json:"maxAgeLimit"`
+	RemovedOrphans bool          `json:"removedOrphans"`
+}
+
+// RemovedItem is one sandbox prune removed (or would remove), and why.
+type RemovedItem struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+	Error  string `json:"error,omitempty"`
+}
+
+// NewCmdPrune builds "sbx prune".
+func NewCmdPrune(f *cmdutil.Factory, runF func(context.Context, *PruneOptions) error) *cobra.Command {
+	opts := &PruneOptions{IO: f.IOStreams, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "prune [flags]",
+		Short: "Remove expired sandboxes and the leftovers of removed ones",
+		Long: `Remove sbx-managed sandboxes idle longer than prune.idleHours or older than
+prune.maxAgeDays (--idle and --max-age override; 0 disables a rule; --all removes every one),
+plus state files and private workspace volumes left by sandboxes that no longer exist.
+Nothing without sbx's dev.sbx.managed=true label is ever touched.
+
+On a terminal prune lists what will go and asks; elsewhere it needs -f (or --dry-run), so
+CI writes "sbx prune -f". Exit 1 when any removal failed.`,
+		Example: `  sbx prune --dry-run
+  sbx prune -f --idle 2h
+  sbx prune -f --all --filter project=.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.IdleSet = cmd.Flags().Changed("idle")
+			opts.MaxAgeSet = cmd.Flags().Changed("max-age")
+			if _, err := sandbox.ParseFilters(opts.Filters); err != nil {
+				return err
+			}
+			if opts.Idle < 0 || opts.MaxAge < 0 {
+				return errs.Usagef("--idle and --max-age must not be negative")
+			}
+			if !opts.Force && !opts.DryRun && !opts.IO.IsStdinTTY() {
+				return errs.Usagef("prune removes sandboxes and no terminal is there to confirm").
+					WithHint("pass -f to remove without asking, or --dry-run to see what would go")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return pruneRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.DurationVar(&opts.Idle, "idle", 0, "remove sandboxes unused for longer than `duration` (default: prune.idleHours)")
+	fl.DurationVar(&opts.MaxAge, "max-age", 0, "remove sandboxes older than `duration` (default: prune.maxAgeDays)")
+	fl.BoolVar(&opts.All, "all", false, "remove every sandbox (that matches --filter)")
+	fl.StringArrayVar(&opts.Filters, "filter", nil, "only sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be removed and remove nothing")
+	fl.BoolVarP(&opts.Force, "force", "f", false, "remove without asking")
+	fl.BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
+	return cmd
+}
+
+func pruneRun(ctx context.Context, opts *PruneOptions) error {
+	f := opts.Factory
+	rule := sandbox.PruneRule{Idle: opts.Idle, MaxAge: opts.MaxAge, All: opts.All}
+	if !opts.All && (!opts.IdleSet || !opts.MaxAgeSet) {
+		r, err := cmdutil.ResolveConfig(f, "")
+		if err != nil {
+			return err
+		}
+		if !opts.IdleSet {
+			rule.Idle = time.Duration(r.Config.Prune.IdleHours) * time.Hour
+		}
+		if !opts.MaxAgeSet {
+			rule.MaxAge = time.Duration(r.Config.Prune.MaxAgeDays) * 24 * time.Hour
+		}
+	}
+	filter, _ := sandbox.ParseFilters(opts.Filters)
+	m, err := cmdutil.Manager(ctx, f)
+	if err != nil {
+		return err
+	}
+	all, err := m.List(ctx)
+	if err != nil {
+		return err
+	}
+	var matching []*sandbox.Sandbox
+	for _, sb := range all {
+		if filter.Match(sb) {
+			matching = append(matching, sb)
+		}
+	}
+	cands := sandbox.SelectExpired(matching, m.State.LastUsed, f.Now(), rule)
+	orphans, err := m.FindOrphans(ctx, all, filter)
+	if err != nil {
+		return err
+	}
+	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{},
+		OrphanStates: nonNil(orphans.StateFiles), OrphanVolumes: nonNil(orphans.Volumes),
+		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
+
+	if !opts.Force && !opts.DryRun && len(cands)+len(orphans.StateFiles)+len(orphans.Volumes) > 0 {
+		for _, c := range cands {
+			fmt.Fprintf(opts.IO.ErrOut, "  %s (%s)\n", c.Sandbox.Name, c.Reason)
+		}
+		if n := len(orphans.StateFiles) + len(orphans.Volumes); n > 0 {
+			fmt.Fprintf(opts.IO.ErrOut, "  %d leftovers of removed sandboxes\n", n)
+		}
+		if !confirm(opts.IO, fmt.Sprintf("Remove %d sandboxes? [y/N] ", len(cands))) {
+			return errs.New(errors.New("prune cancelled; nothing removed"), errs.CodeError, "")
+		}
+	}
+
+	var failures []error
+	if opts.DryRun {
+		for _, c := range cands {
+			rep.Removed = append(rep.Removed, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
+		}
+	} else {
+		for _, res := range m.RemoveAll(ctx, cands, Parallel) {
+			item := RemovedItem{Name: res.Sandbox.Name, Reason: res.Reason}
+			if res.Err != nil {
+				item.Error = res.Err.Error()
+				rep.Failed = append(rep.Failed, item)
+				failures = append(failures, fmt.Errorf("removing %q: %w", res.Sandbox.Name, res.Err))
+				continue
+			}
+			rep.Removed = append(rep.Removed, item)
+		}
+		if err := m.RemoveOrphans(ctx, orphans); err != nil {
+			failures = append(failures, err)
+		} else {
+			rep.RemovedOrphans = true
+		}
+	}
+
+	if opts.JSON {
+		if err := cmdutil.WriteJSON(opts.IO.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		verb := "removed"
+		if opts.DryRun {
+			verb = "would remove"
+		}
+		for _, it := range rep.Removed {
+			fmt.Fprintf(opts.IO.Out, "%s %s (%s)\n", verb, it.Name, it.Reason)
+		}
+		if n := len(rep.OrphanStates) + len(rep.OrphanVolumes); n > 0 {
+			fmt.Fprintf(opts.IO.Out, "%s %d leftovers: %s\n", verb, n, strings.Join(append(rep.OrphanStates, rep.OrphanVolumes...), ", "))
+		}
+		if len(rep.Removed) == 0 && len(rep.Failed) == 0 {
+			opts.IO.Progressf("nothing to prune (idle limit %s, max age %s)\n", rep.IdleLimit, rep.MaxAgeLimit)
+		}
+	}
+	if err := cmdutil.ReportFailures(opts.IO, failures); err != nil {
+		return errs.New(err, errs.CodeError, errs.Hint(err))
+	}
+	return nil
+}
+
+func confirm(io *iostreams.IOStreams, prompt string) bool {
+	fmt.Fprint(io.ErrOut, prompt)
+	line, _ := bufio.NewReader(io.In).ReadString('\n')
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes"
+}
+
+func limit(d time.Duration, all bool) string {
+	switch {
+	case all:
+		return "all"
+	case d == 0:
+		return "off"
+	}
+	return sandbox.HumanDuration(d)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
