@@ -150,6 +150,10 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 			_ = resp.CloseWrite()
 		}()
 	}
+	if size != nil {
+		// Engines before API 1.42 ignore ConsoleSize on start; a resize always works.
+		_ = m.Engine.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Height: size[0], Width: size[1]})
+	}
 	if opts.TTY && opts.Resize != nil && opts.TTYSize != nil {
 		go func() {
 			for range opts.Resize {
