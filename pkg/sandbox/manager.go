@@ -94,12 +94,17 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		return nil, err
 	}
 	name := ContainerName(in.Name)
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; attempt < 100; attempt++ {
 		sb, err := m.Inspect(ctx, in.Name)
 		if IsNotFound(err) {
 			created, err := m.create(ctx, in)
 			if cerrdefs.IsConflict(err) {
-				continue // another sbx created it first: adopt theirs
+				// Another sbx holds the name; the engine answers "not found" for it until its
+				// create completes, so wait a moment before adopting theirs.
+				if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+					return nil, err
+				}
+				continue
 			}
 			if err != nil {
 				return nil, err
@@ -145,6 +150,15 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		return res, nil
 	}
 	return nil, errs.Failure(fmt.Errorf("sandbox %q (container %s) kept changing while sbx tried to ensure it", in.Name, name), "another process is creating and removing it; try again")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 func (m *Manager) announce(format string, a ...any) {

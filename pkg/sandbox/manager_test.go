@@ -1,0 +1,271 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+var clock = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func fakeManager(t *testing.T, fake *sandboxtest.FakeEngine) *sandbox.Manager {
+	fake.T = t
+	return &sandbox.Manager{Engine: fake, State: &sandbox.StateStore{Dir: t.TempDir(), Now: func() time.Time { return clock }}, Now: func() time.Time { return clock }}
+}
+
+func specInput() sandbox.SpecInput {
+	cfg := config.Defaults()
+	cfg.Image = "sbx-sandbox:bookworm-slim"
+	return sandbox.SpecInput{Name: "app-123456", ProjectRoot: "/src/app", Config: cfg}
+}
+
+func inspectOf(t *testing.T, in sandbox.SpecInput, status container.ContainerState) container.InspectResponse {
+	t.Helper()
+	in.CreatedAt = clock.Add(-time.Hour)
+	spec, err := sandbox.BuildSpec(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: status}},
+		Config:            spec.Container,
+	}
+}
+
+var errNotFound = cerrdefs.ErrNotFound.WithMessage("No such container")
+
+func TestEnsureAdoptsAfterNameConflict(t *testing.T) {
+	in := specInput()
+	inspects := 0
+	started := ""
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			inspects++
+			if inspects == 1 {
+				return container.InspectResponse{}, errNotFound
+			}
+			return inspectOf(t, in, container.StateCreated), nil // the winner has not started it yet
+		},
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+			return container.CreateResponse{}, cerrdefs.ErrConflict.WithMessage("name in use")
+		},
+		ContainerStartFn: func(_ context.Context, id string, _ container.StartOptions) error { started = id; return nil },
+	}
+	res, err := fakeManager(t, fake).Ensure(context.Background(), in, sandbox.EnsureOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Created || res.Sandbox.ID != "c1" || started != "c1" {
+		t.Errorf("want the other caller's container adopted and started: %+v started %q", res, started)
+	}
+}
+
+func TestEnsureRefusesForeignContainer(t *testing.T) {
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "x"}, Config: &container.Config{Labels: map[string]string{}}}, nil
+		},
+	}
+	_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
+	var nm *sandbox.NotManagedError
+	if !errors.As(err, &nm) || errs.ExitCode(err) != errs.CodeFailure || errs.Hint(err) == "" {
+		t.Fatalf("want NotManagedError with exit 125 and a hint, got %v", err)
+	}
+}
+
+func TestEnsureMissingImage(t *testing.T) {
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+			return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("no such image")
+		},
+	}
+	_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
+	if err == nil || !strings.Contains(err.Error(), "image sbx-sandbox:bookworm-slim not found") || !strings.Contains(errs.Hint(err), "sbx image build") {
+		t.Fatalf("got %v (hint %q)", err, errs.Hint(err))
+	}
+}
+
+func TestEnsureCreatesWithVolumeAndTmpfsForImageVolumes(t *testing.T) {
+	in := specInput()
+	in.Config.Workspace = "none"
+	var gotVolume string
+	var gotHost *container.HostConfig
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+			return image.InspectResponse{Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Volumes: map[string]struct{}{"/data": {}}}}}, nil
+		},
+		VolumeCreateFn: func(_ context.Context, o volume.CreateOptions) (volume.Volume, error) {
+			gotVolume = o.Name
+			return volume.Volume{Name: o.Name}, nil
+		},
+		ContainerCreateFn: func(_ context.Context, _ *container.Config, h *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
+			gotHost = h
+			return container.CreateResponse{ID: "new"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+	}
+	res, err := fakeManager(t, fake).Ensure(context.Background(), in, sandbox.EnsureOptions{})
+	if err != nil || !res.Created {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if gotVolume != "sbx-app-123456-ws" || gotHost.Tmpfs["/data"] == "" {
+		t.Errorf("volume %q tmpfs %v", gotVolume, gotHost.Tmpfs)
+	}
+}
+
+func TestEnsureDrift(t *testing.T) {
+	old := specInput()
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return inspectOf(t, old, container.StateRunning), nil
+		},
+	}
+	in := specInput()
+	in.Config.PidsLimit = 512
+	_, err := fakeManager(t, fake).Ensure(context.Background(), in, sandbox.EnsureOptions{})
+	var drift *sandbox.DriftError
+	if !errors.As(err, &drift) || strings.Join(drift.Keys, ",") != "pidsLimit" || !strings.Contains(errs.Hint(err), "--replace") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestEngineErrorsAreFailures(t *testing.T) {
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errors.New("Cannot connect to the Docker daemon")
+		},
+	}
+	m := fakeManager(t, fake)
+	_, err := m.Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
+	if errs.ExitCode(err) != errs.CodeFailure {
+		t.Errorf("engine failure: exit %d (%v)", errs.ExitCode(err), err)
+	}
+	if err := m.Remove(context.Background(), "x", true); errs.ExitCode(err) != errs.CodeFailure {
+		t.Errorf("rm on a failing engine: %v", err)
+	}
+}
+
+func TestRemoveNeedsForceWhenRunning(t *testing.T) {
+	in := specInput()
+	removed := false
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return inspectOf(t, in, container.StateRunning), nil
+		},
+		ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { removed = true; return nil },
+	}
+	m := fakeManager(t, fake)
+	if err := m.Remove(context.Background(), in.Name, false); err == nil || !strings.Contains(errs.Hint(err), "rm -f") {
+		t.Fatalf("want a refusal naming -f: %v", err)
+	}
+	if removed {
+		t.Fatal("removed without force")
+	}
+	if err := m.Remove(context.Background(), in.Name, true); err != nil || !removed {
+		t.Fatalf("force: %v", err)
+	}
+}
+
+func TestRemoveMissing(t *testing.T) {
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+	}
+	err := fakeManager(t, fake).Remove(context.Background(), "ghost", true)
+	if !sandbox.IsNotFound(err) || errs.ExitCode(err) != errs.CodeError {
+		t.Fatalf("got %v (exit %d)", err, errs.ExitCode(err))
+	}
+}
+
+func TestSelectExpired(t *testing.T) {
+	mk := func(name string, age time.Duration) *sandbox.Sandbox {
+		return &sandbox.Sandbox{Name: name, CreatedAt: clock.Add(-age)}
+	}
+	list := []*sandbox.Sandbox{mk("fresh", time.Hour), mk("idle", 3*time.Hour), mk("ancient", 10*24*time.Hour), mk("nostate", 30*time.Hour)}
+	last := map[string]time.Time{"fresh": clock.Add(-time.Minute), "idle": clock.Add(-26 * time.Hour), "ancient": clock}
+	lookup := func(n string) (time.Time, bool) { t, ok := last[n]; return t, ok }
+	got := sandbox.SelectExpired(list, lookup, clock, sandbox.PruneRule{Idle: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour})
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Sandbox.Name+":"+c.Reason)
+	}
+	want := "idle:idle 26h > 24h,ancient:age 10d > 7d,nostate:idle 30h > 24h"
+	if strings.Join(names, ",") != want {
+		t.Errorf("got %s\nwant %s", strings.Join(names, ","), want)
+	}
+	if n := len(sandbox.SelectExpired(list, lookup, clock, sandbox.PruneRule{})); n != 0 {
+		t.Errorf("disabled rules selected %d", n)
+	}
+	if n := len(sandbox.SelectExpired(list, lookup, clock, sandbox.PruneRule{All: true})); n != 4 {
+		t.Errorf("--all selected %d", n)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	sb := &sandbox.Sandbox{Name: "web-1", Status: "running", Labels: map[string]string{sandbox.LabelProject: "/src/app"}}
+	for _, tt := range []struct {
+		filters []string
+		want    bool
+	}{
+		{nil, true},
+		{[]string{"name=web-*"}, true},
+		{[]string{"name=db-*", "name=web-?"}, true},
+		{[]string{"name=db-*"}, false},
+		{[]string{"status=running", "project=/src/app"}, true},
+		{[]string{"status=exited"}, false},
+		{[]string{"project=/src/other"}, false},
+	} {
+		f, err := sandbox.ParseFilters(tt.filters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Match(sb); got != tt.want {
+			t.Errorf("%v: match %v, want %v", tt.filters, got, tt.want)
+		}
+	}
+	for _, bad := range []string{"name", "color=red", "name=[", "status="} {
+		if _, err := sandbox.ParseFilters([]string{bad}); errs.ExitCode(err) != errs.CodeUsage {
+			t.Errorf("%q: want a usage error, got %v", bad, err)
+		}
+	}
+}
+
+func TestStateStore(t *testing.T) {
+	s := &sandbox.StateStore{Dir: t.TempDir(), Now: func() time.Time { return clock }}
+	if _, ok := s.LastUsed("a"); ok {
+		t.Fatal("unknown sandbox has a last use")
+	}
+	if err := s.Touch("a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := s.LastUsed("a"); !ok || !got.Equal(clock) {
+		t.Fatalf("LastUsed = %v %v", got, ok)
+	}
+	names, _ := s.Names()
+	if strings.Join(names, ",") != "a" {
+		t.Errorf("names %v (temp files must not show)", names)
+	}
+	if err := s.Remove("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("a"); err != nil {
+		t.Errorf("removing twice: %v", err)
+	}
+}
