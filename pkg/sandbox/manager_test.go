@@ -91,7 +91,9 @@ func TestEnsureRefusesForeignContainer(t *testing.T) {
 
 func TestEnsureMissingImage(t *testing.T) {
 	fake := &sandboxtest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
 		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
 			return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("no such image")
 		},
@@ -108,7 +110,9 @@ func TestEnsureCreatesWithVolumeAndTmpfsForImageVolumes(t *testing.T) {
 	var gotVolume string
 	var gotHost *container.HostConfig
 	fake := &sandboxtest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
 		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
 			return image.InspectResponse{Config: &dockerspec.DockerOCIImageConfig{ImageConfig: ocispec.ImageConfig{Volumes: map[string]struct{}{"/data": {}}}}}, nil
 		},
@@ -186,7 +190,9 @@ func TestRemoveNeedsForceWhenRunning(t *testing.T) {
 
 func TestRemoveMissing(t *testing.T) {
 	fake := &sandboxtest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
 	}
 	err := fakeManager(t, fake).Remove(context.Background(), "ghost", true)
 	if !sandbox.IsNotFound(err) || errs.ExitCode(err) != errs.CodeError {
