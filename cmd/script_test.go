@@ -26,7 +26,7 @@ func TestScripts(t *testing.T) {
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 			env.Setenv("XDG_STATE_HOME", filepath.Join(home, ".local", "state"))
 			env.Setenv("XDG_CACHE_HOME", filepath.Join(home, ".cache"))
-			env.Setenv("DOCKER_HOST", "unix://"+filepath.Join(env.WorkDir, "no-engine.sock"))
+			env.Setenv("DOCKER_HOST", "unix:///nonexistent/no-engine.sock")
 			env.Setenv("DOCKER_CONFIG", filepath.Join(home, ".docker"))
 			env.Setenv("NO_COLOR", "1")
 			return os.MkdirAll(home, 0o755)

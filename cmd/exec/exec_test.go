@@ -1,0 +1,138 @@
+package exec
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+func testFactory(env map[string]string) *cmdutil.Factory {
+	ios, _, _, _ := iostreams.Test()
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	return &cmdutil.Factory{IOStreams: ios, Global: &cmdutil.GlobalOptions{},
+		Getenv: func(k string) string { return env[k] }, LookupEnv: lookup, Now: time.Now}
+}
+
+func TestNewCmdExecFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+		check   func(*testing.T, *ExecOptions)
+	}{
+		{args: []string{"--", "python3", "-c", "print(1)"}, check: func(t *testing.T, o *ExecOptions) {
+			if strings.Join(o.Command, " ") != "python3 -c print(1)" || o.TimeoutSet {
+				t.Errorf("%+v", o)
+			}
+		}},
+		{args: []string{"-n", "web", "-it", "-w", "src", "-e", "A=1", "-e", "B", "-u", "0", "--timeout", "2s", "--", "bash"}, check: func(t *testing.T, o *ExecOptions) {
+			if o.Name != "web" || !o.Interactive || !o.TTY || o.WorkDir != "src" || len(o.Env) != 2 || o.User != "0" || o.Timeout != 2*time.Second || !o.TimeoutSet {
+				t.Errorf("%+v", o)
+			}
+		}},
+		{args: []string{"ls", "-la"}, check: func(t *testing.T, o *ExecOptions) {
+			if strings.Join(o.Command, " ") != "ls -la" {
+				t.Errorf("flags after the command belong to it: %v", o.Command)
+			}
+		}},
+		{args: []string{}, wantErr: "requires at least 1 arg"},
+		{args: []string{"-n", "Bad Name", "--", "true"}, wantErr: "name"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var got *ExecOptions
+			cmd := NewCmdExec(testFactory(nil), func(_ context.Context, o *ExecOptions) error { got = o; return nil })
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(os.Stderr)
+			cmd.SilenceUsage, cmd.SilenceErrors = true, true
+			err := cmd.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, got)
+		})
+	}
+}
+
+func TestWorkDir(t *testing.T) {
+	r := &config.Resolved{ProjectRoot: "/src/app", Config: config.Config{Workspace: "ro"}}
+	for _, tt := range []struct {
+		wd, flag, mode, want string
+	}{
+		{"/src/app", "", "ro", "/workspace"},
+		{"/src/app/pkg/x", "", "ro", "/workspace/pkg/x"},
+		{"/elsewhere", "", "rw", "/workspace"},
+		{"/src/app/pkg", "", "none", "/workspace"},
+		{"/src/app/pkg", "/tmp", "ro", "/tmp"},
+		{"/src/app/pkg", "sub", "ro", "/workspace/sub"},
+	} {
+		r.WorkingDir, r.Config.Workspace = tt.wd, tt.mode
+		if got := workDir(&ExecOptions{WorkDir: tt.flag}, r); got != tt.want {
+			t.Errorf("cwd %s -w %q mode %s: %s, want %s", tt.wd, tt.flag, tt.mode, got, tt.want)
+		}
+	}
+}
+
+func TestExecEnv(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "vars")
+	if err := os.WriteFile(file, []byte("# comment\nFROM_FILE=1\n\nOVERRIDE=file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := testFactory(map[string]string{"PASSED": "p", "HOSTONLY": "h", "PATH": "/host/bin"})
+	r := &config.Resolved{Config: config.Config{PassEnv: []string{"PASSED", "UNSET"}}}
+	env, err := execEnv(f, r, &ExecOptions{EnvFiles: []string{file}, Env: []string{"OVERRIDE=flag", "HOSTONLY", "MISSING"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(env, " "); got != "PASSED=p FROM_FILE=1 OVERRIDE=file OVERRIDE=flag HOSTONLY=h" {
+		t.Errorf("env = %s", got)
+	}
+	if _, err := execEnv(f, r, &ExecOptions{Env: []string{"=x"}}); errs.ExitCode(err) != errs.CodeUsage {
+		t.Errorf("bad -e: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("novalue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execEnv(f, r, &ExecOptions{EnvFiles: []string{file}}); err == nil || !strings.Contains(err.Error(), "vars:1") {
+		t.Errorf("bad env file line: %v", err)
+	}
+}
+
+func TestExitFor(t *testing.T) {
+	r := &config.Resolved{Config: config.Config{Memory: 64 << 20, Timeout: time.Minute}, Sources: map[string]config.Source{}}
+	for _, tt := range []struct {
+		res      sandbox.ExecResult
+		wantCode int
+		wantMsg  string
+	}{
+		{sandbox.ExecResult{ExitCode: 0}, 0, ""},
+		{sandbox.ExecResult{ExitCode: 3}, 3, ""},
+		{sandbox.ExecResult{ExitCode: 127}, 127, ""},
+		{sandbox.ExecResult{ExitCode: 143, TimedOut: true}, 124, "timed out after 2s"},
+		{sandbox.ExecResult{ExitCode: 137, OOMKilled: true}, 137, "killed: out of memory, limit 64m"},
+		{sandbox.ExecResult{ExitCode: 143, Canceled: true}, 130, "interrupted"},
+	} {
+		err := exitFor(&tt.res, 2*time.Second, r)
+		if code := errs.ExitCode(err); code != tt.wantCode {
+			t.Errorf("%+v: exit %d, want %d", tt.res, code, tt.wantCode)
+		}
+		if tt.wantMsg != "" && (err == nil || !strings.Contains(err.Error(), tt.wantMsg)) {
+			t.Errorf("%+v: message %v, want %q", tt.res, err, tt.wantMsg)
+		}
+	}
+}
