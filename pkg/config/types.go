@@ -21,6 +21,7 @@ type Config struct {
 	Init            bool              `json:"init"`
 	Memory          int64             `json:"memory"`
 	MemorySwap      int64             `json:"memorySwap"`
+	ShmSize         int64             `json:"shmSize"` // size of /dev/shm
 	CPUs            float64           `json:"cpus"`
 	PidsLimit       int64             `json:"pidsLimit"`
 	Ulimits         map[string]Ulimit `json:"ulimits"`

@@ -1,0 +1,92 @@
+package cmdutil
+
+import (
+	"runtime"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+)
+
+// ConfigFlags are the flags for the common config keys, shared by every command that resolves
+// a sandbox's config. Only the flags the user set form the flag layer.
+type ConfigFlags struct {
+	fs *pflag.FlagSet
+}
+
+// configFlag ties a flag to the config key it sets.
+type configFlag struct {
+	flag, key, usage string
+	list             bool
+}
+
+var configFlagList = []configFlag{
+	{flag: "profile", key: "profile", usage: "bundled image and settings, `NAME`: sandbox, common or browser"},
+	{flag: "image", key: "image", usage: "`IMAGE` to run instead of the profile's"},
+	{flag: "workspace", key: "workspace", usage: "project root at /workspace, `MODE`: none, ro or rw"},
+	{flag: "network", key: "network", usage: "`NETWORK`: none, bridge or a user-defined network"},
+	{flag: "memory", key: "memory", usage: "memory limit `SIZE` such as 512m or 2g"},
+	{flag: "cpus", key: "cpus", usage: "CPU limit `N` such as 1.5"},
+	{flag: "pids-limit", key: "pidsLimit", usage: "maximum number of processes (`N`, at least 16)"},
+	{flag: "env", key: "env", list: true, usage: "set `NAME=VALUE` on the sandbox (repeatable)"},
+	{flag: "bind", key: "binds", list: true, usage: "bind `HOST:CONTAINER[:ro]` (repeatable; HOST absolute, inside the project)"},
+	{flag: "user", key: "user", usage: "numeric `uid:gid` to run as"},
+	{flag: "runtime", key: "runtime", usage: "OCI `RUNTIME`, e.g. runsc for gVisor"},
+}
+
+// AddConfigFlags adds --profile --image --workspace --network --memory --cpus --pids-limit
+// --env --bind --user --runtime to fs. Values are checked by the config resolver, so a bad
+// one is reported with its flag like any other refused setting.
+func AddConfigFlags(fs *pflag.FlagSet) *ConfigFlags {
+	for _, f := range configFlagList {
+		if f.list {
+			fs.StringArray(f.flag, nil, f.usage)
+		} else {
+			fs.String(f.flag, "", f.usage)
+		}
+	}
+	return &ConfigFlags{fs: fs}
+}
+
+// Layer returns the settings of the flags the user actually set, with sources flag:--x.
+func (c *ConfigFlags) Layer() []config.Setting {
+	if c == nil {
+		return nil
+	}
+	var out []config.Setting
+	for _, f := range configFlagList {
+		if !c.fs.Changed(f.flag) {
+			continue
+		}
+		var values []string
+		if f.list {
+			values, _ = c.fs.GetStringArray(f.flag)
+		} else {
+			v, _ := c.fs.GetString(f.flag)
+			values = []string{v}
+		}
+		out = append(out, config.Setting{Key: f.key, Values: values, Source: config.Source{Layer: config.LayerFlag, Name: "--" + f.flag}})
+	}
+	return out
+}
+
+// ConfigInputs gathers what the config resolver reads, from the Factory's lazy functions.
+func ConfigInputs(f *Factory, name string, flags ...config.Setting) config.Inputs {
+	return config.Inputs{
+		Getenv:     f.Getenv,
+		HomeDir:    f.HomeDir,
+		WorkingDir: f.WorkingDir,
+		ProjectDir: f.Global.ProjectDir,
+		ConfigFile: f.Global.ConfigFile,
+		Name:       name,
+		Flags:      flags,
+		HostCPUs:   runtime.NumCPU(),
+	}
+}
+
+// ResolveConfig resolves the config of sandbox name ("" for the project's default) with the
+// given flag layer. It reads files and the environment only; it never dials the engine. On a
+// refused setting it returns the Resolved along with a *config.ValidationError.
+func ResolveConfig(f *Factory, name string, flags ...config.Setting) (*config.Resolved, error) {
+	return config.Resolve(ConfigInputs(f, name, flags...))
+}

@@ -1,0 +1,124 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/images"
+)
+
+// Built-in defaults: the safe posture. A profile layer and the user's layers go on top.
+const (
+	DefaultUser      = "1000:1000"
+	DefaultWorkdir   = "/workspace"
+	DefaultTmpfsSize = "256m"
+	MinMemory        = 16 << 20
+	MinPidsLimit     = 16
+)
+
+// WorkspaceTarget is where the project root (or the private volume) is mounted.
+const WorkspaceTarget = "/workspace"
+
+// InternalDir is reserved for sbx's own files inside a sandbox (such as its exec wrapper).
+const InternalDir = "/.sbx"
+
+// Known tools of the tool policy.
+const (
+	ToolExec    = "exec"
+	ToolRead    = "read"
+	ToolWrite   = "write"
+	ToolBrowser = "browser"
+)
+
+// ToolNames lists every operation the tool policy governs.
+var ToolNames = []string{ToolExec, ToolRead, ToolWrite, ToolBrowser}
+
+func builtinDefaults() Config {
+	tmpfs := func(path string) Tmpfs {
+		return Tmpfs{Path: path, Options: []string{"size=" + DefaultTmpfsSize, "nosuid", "nodev", "noexec"}}
+	}
+	return Config{
+		Mode:         ModeAll,
+		Profile:      images.ProfileSandbox,
+		Workspace:    WorkspaceRO,
+		Workdir:      DefaultWorkdir,
+		User:         DefaultUser,
+		ReadOnlyRoot: true,
+		Tmpfs:        []Tmpfs{tmpfs("/tmp"), tmpfs("/var/tmp"), tmpfs("/run")},
+		Network:      "none",
+		CapDrop:      []string{"ALL"},
+		CapAdd:       []string{},
+		Init:         true,
+		Memory:       1 << 30,
+		MemorySwap:   1 << 30,
+		ShmSize:      64 << 20,
+		CPUs:         1.0,
+		PidsLimit:    256,
+		Ulimits:      map[string]Ulimit{"nofile": {Soft: 4096, Hard: 4096}, "core": {Soft: 0, Hard: 0}},
+		Timeout:      10 * time.Minute,
+		Env:          map[string]string{"LANG": "C.UTF-8"},
+		PassEnv:      []string{},
+		Binds:        []Bind{},
+		DNS:          []string{},
+		ExtraHosts:   []string{},
+		Prune:        Prune{IdleHours: 24, MaxAgeDays: 7},
+		Tools:        Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser}},
+	}
+}
+
+// Defaults returns the built-in defaults, before any profile.
+func Defaults() Config { return builtinDefaults() }
+
+// profileHome is the writable, size-capped home of the toolchain profiles. Their tools run
+// binaries they build there (go run, cargo run), so unlike /tmp it allows exec.
+const profileHome = "/home/sandbox"
+
+// profiles hold each bundled profile's own defaults, written as a config file so they go
+// through the same strict loader and carry the source profile:<name>.
+var profiles = map[string]string{
+	images.ProfileSandbox: fmt.Sprintf("image: %s\n", images.SandboxTag),
+	images.ProfileCommon: fmt.Sprintf(`image: %[1]s
+memory: 2g
+pidsLimit: 1024
+tmpfs:
+  - %[2]s:size=1g,mode=1777,exec
+env:
+  HOME: %[2]s
+  XDG_CACHE_HOME: %[2]s/.cache
+  GOPATH: %[2]s/go
+  GOMODCACHE: %[2]s/go/pkg/mod
+  GOCACHE: %[2]s/.cache/go-build
+  GOTMPDIR: %[2]s
+  GOTOOLCHAIN: local
+  CARGO_HOME: %[2]s/.cargo
+  CARGO_TARGET_DIR: %[2]s/.cargo/target
+  npm_config_cache: %[2]s/.npm
+  npm_config_update_notifier: "false"
+`, images.CommonTag, profileHome),
+	images.ProfileBrowser: fmt.Sprintf(`image: %[1]s
+network: bridge
+memory: 2g
+shmSize: 512m
+pidsLimit: 1024
+tmpfs:
+  - %[2]s:size=512m,mode=1777
+env:
+  HOME: %[2]s
+  XDG_CACHE_HOME: %[2]s/.cache
+  XDG_CONFIG_HOME: %[2]s/.config
+`, images.BrowserTag, profileHome),
+}
+
+// profileEntries returns a profile's layer. The profiles are ours, so a problem in them is a
+// bug in sbx and panics in tests rather than reaching users.
+func profileEntries(name string) ([]entry, bool) {
+	text, ok := profiles[name]
+	if !ok {
+		return nil, false
+	}
+	res := parseFile(Source{Layer: LayerProfile, Name: name}, []byte(text), "")
+	if len(res.problems) > 0 {
+		panic(fmt.Sprintf("built-in profile %s: %v", name, res.problems[0]))
+	}
+	return res.entries, true
+}

@@ -1,0 +1,236 @@
+package config
+
+import (
+	"slices"
+	"strings"
+)
+
+// kind is how a key's value is written and merged.
+type kind int
+
+const (
+	kString   kind = iota
+	kBool          // true | false
+	kInt           // a whole number
+	kFloat         // a decimal number
+	kSize          // 512m, 2g, or bytes
+	kDuration      // 30s, 10m, 1h; 0 = none
+	kStrings       // a list of strings; a higher layer replaces it
+	kEnv           // NAME: value; layers merge by name
+	kUlimits       // name: soft:hard; a higher layer replaces it
+	kTmpfs         // PATH:OPTIONS entries; layers concatenate
+	kBinds         // HOST:CONTAINER[:ro] entries; layers concatenate
+)
+
+// keyDef describes one configuration key: how it is written, where it lives in Config, and
+// what it means. The registry below is the single list that strict loading, the environment
+// layer, explain, the JSON schema and the init template are all generated from.
+type keyDef struct {
+	name  string   // key path: "memory", "prune.idleHours"
+	kind  kind     //
+	env   string   // SBX_ variable for scalar keys; "" when it cannot come from the environment
+	enum  []string // the accepted values, when they are a closed set
+	doc   string   // one-line description
+	field func(c *Config) any
+	// defDoc describes the default where the value itself would mislead ("from profile").
+	defDoc string
+}
+
+var registry = []*keyDef{
+	{name: "mode", kind: kString, env: "SBX_MODE", enum: []string{ModeAll, ModeNonMain, ModeOff},
+		doc:   "where execs run: all = every exec sandboxed; non-main = the default sandbox's execs run on the host; off = every exec on the host",
+		field: func(c *Config) any { return &c.Mode }},
+	{name: "profile", kind: kString, env: "SBX_PROFILE", enum: []string{"sandbox", "common", "browser"},
+		doc:   "bundled image and its settings: sandbox (python, git), common (node, go, rust, java), browser (chromium)",
+		field: func(c *Config) any { return &c.Profile }},
+	{name: "image", kind: kString, env: "SBX_IMAGE", defDoc: "from the profile",
+		doc:   "image to run; explain warns when it is not one of sbx's bundled images",
+		field: func(c *Config) any { return &c.Image }},
+	{name: "workspace", kind: kString, env: "SBX_WORKSPACE", enum: []string{WorkspaceNone, WorkspaceRO, WorkspaceRW},
+		doc:   "project root at /workspace: none = a private volume, ro = read-only bind, rw = read-write bind",
+		field: func(c *Config) any { return &c.Workspace }},
+	{name: "workdir", kind: kString, env: "SBX_WORKDIR",
+		doc:   "absolute working directory inside the sandbox",
+		field: func(c *Config) any { return &c.Workdir }},
+	{name: "user", kind: kString, env: "SBX_USER",
+		doc:    "numeric uid:gid inside the sandbox; root only when set explicitly",
+		defDoc: "1000:1000; in rw mode the owner of the project root",
+		field:  func(c *Config) any { return &c.User }},
+	{name: "readOnlyRoot", kind: kBool, env: "SBX_READ_ONLY_ROOT",
+		doc:   "mount the image's root file system read-only",
+		field: func(c *Config) any { return &c.ReadOnlyRoot }},
+	{name: "tmpfs", kind: kTmpfs,
+		doc:   "scratch mounts as PATH:OPTIONS; layers add to the list, a later entry for the same path replaces it; suid is refused",
+		field: func(c *Config) any { return &c.Tmpfs }},
+	{name: "network", kind: kString, env: "SBX_NETWORK",
+		doc:   "none, bridge or a user-defined network; host is refused, container:<x> needs dangerouslyAllowContainerNamespaceJoin",
+		field: func(c *Config) any { return &c.Network }},
+	{name: "capDrop", kind: kStrings,
+		doc:   "capabilities to drop; must include ALL",
+		field: func(c *Config) any { return &c.CapDrop }},
+	{name: "capAdd", kind: kStrings,
+		doc:   "capabilities to add back; only NET_BIND_SERVICE is accepted",
+		field: func(c *Config) any { return &c.CapAdd }},
+	{name: "init", kind: kBool, env: "SBX_INIT",
+		doc:   "run an init process that reaps zombies (without it a fork bomb leaves the sandbox unusable)",
+		field: func(c *Config) any { return &c.Init }},
+	{name: "memory", kind: kSize, env: "SBX_MEMORY",
+		doc:   "memory limit such as 512m or 2g; at least 16m",
+		field: func(c *Config) any { return &c.Memory }},
+	{name: "memorySwap", kind: kSize, env: "SBX_MEMORY_SWAP", defDoc: "same as memory: no swap",
+		doc:   "memory plus swap limit; equal to memory means no swap",
+		field: func(c *Config) any { return &c.MemorySwap }},
+	{name: "shmSize", kind: kSize, env: "SBX_SHM_SIZE",
+		doc:   "size of /dev/shm",
+		field: func(c *Config) any { return &c.ShmSize }},
+	{name: "cpus", kind: kFloat, env: "SBX_CPUS",
+		doc:   "CPU limit; more than 0 and at most the host's CPUs",
+		field: func(c *Config) any { return &c.CPUs }},
+	{name: "pidsLimit", kind: kInt, env: "SBX_PIDS_LIMIT",
+		doc:   "maximum number of processes and threads; at least 16",
+		field: func(c *Config) any { return &c.PidsLimit }},
+	{name: "ulimits", kind: kUlimits,
+		doc:   "resource limits as name: soft:hard; a higher layer replaces the whole map",
+		field: func(c *Config) any { return &c.Ulimits }},
+	{name: "timeout", kind: kDuration, env: "SBX_TIMEOUT",
+		doc:   "default time limit of each exec such as 30s or 10m; 0 means none",
+		field: func(c *Config) any { return &c.Timeout }},
+	{name: "env", kind: kEnv,
+		doc:   "environment set on the sandbox; layers merge by name; secret-looking names are refused (use passEnv)",
+		field: func(c *Config) any { return &c.Env }},
+	{name: "passEnv", kind: kStrings,
+		doc:   "host variables passed to each exec, never stored on the sandbox; nothing else from the host is passed",
+		field: func(c *Config) any { return &c.PassEnv }},
+	{name: "binds", kind: kBinds,
+		doc:   "host paths as HOST:CONTAINER[:ro|:rw]; the host path must be absolute and inside the project; layers add to the list",
+		field: func(c *Config) any { return &c.Binds }},
+	{name: "seccompProfile", kind: kString, env: "SBX_SECCOMP_PROFILE", defDoc: "the engine's default profile",
+		doc:   "absolute path of a seccomp profile (JSON); unconfined is refused",
+		field: func(c *Config) any { return &c.SeccompProfile }},
+	{name: "apparmorProfile", kind: kString, env: "SBX_APPARMOR_PROFILE", defDoc: "the engine's default profile",
+		doc:   "AppArmor profile name; unconfined is refused",
+		field: func(c *Config) any { return &c.ApparmorProfile }},
+	{name: "runtime", kind: kString, env: "SBX_RUNTIME", defDoc: "the engine's default runtime",
+		doc:   "OCI runtime, e.g. runsc for gVisor",
+		field: func(c *Config) any { return &c.Runtime }},
+	{name: "dns", kind: kStrings,
+		doc:   "DNS server addresses",
+		field: func(c *Config) any { return &c.DNS }},
+	{name: "extraHosts", kind: kStrings,
+		doc:   "extra /etc/hosts entries as NAME:IP",
+		field: func(c *Config) any { return &c.ExtraHosts }},
+	{name: "prune.idleHours", kind: kInt, env: "SBX_PRUNE_IDLE_HOURS",
+		doc:   "sbx prune removes sandboxes idle this many hours; 0 disables",
+		field: func(c *Config) any { return &c.Prune.IdleHours }},
+	{name: "prune.maxAgeDays", kind: kInt, env: "SBX_PRUNE_MAX_AGE_DAYS",
+		doc:   "sbx prune removes sandboxes older than this many days; 0 disables",
+		field: func(c *Config) any { return &c.Prune.MaxAgeDays }},
+	{name: "tools.allow", kind: kStrings,
+		doc:   "tools (exec, read, write, browser) allowed, * globs; a non-empty list blocks what it does not match",
+		field: func(c *Config) any { return &c.Tools.Allow }},
+	{name: "tools.deny", kind: kStrings,
+		doc:   "tools denied, * globs; deny wins over allow",
+		field: func(c *Config) any { return &c.Tools.Deny }},
+	{name: "dangerouslyAllowExternalBindSources", kind: kBool,
+		doc:   "break-glass (files only): allow bind sources outside the project root",
+		field: func(c *Config) any { return &c.DangerouslyAllowExternalBindSources }},
+	{name: "dangerouslyAllowReservedTargets", kind: kBool,
+		doc:   "break-glass (files only): allow bind targets at or under /workspace and sbx's own paths",
+		field: func(c *Config) any { return &c.DangerouslyAllowReservedTargets }},
+	{name: "dangerouslyAllowContainerNamespaceJoin", kind: kBool,
+		doc:   "break-glass (files only): allow network container:<name>, sharing another container's network",
+		field: func(c *Config) any { return &c.DangerouslyAllowContainerNamespaceJoin }},
+}
+
+// sectionKey holds per-sandbox overrides in a file: sandboxes: {NAME: {...}}.
+const sectionKey = "sandboxes"
+
+// Mode values.
+const (
+	ModeAll     = "all"
+	ModeNonMain = "non-main"
+	ModeOff     = "off"
+)
+
+// Workspace values.
+const (
+	WorkspaceNone = "none"
+	WorkspaceRO   = "ro"
+	WorkspaceRW   = "rw"
+)
+
+func lookupKey(name string) *keyDef {
+	for _, k := range registry {
+		if k.name == name {
+			return k
+		}
+	}
+	return nil
+}
+
+// groupOf returns "prune" for "prune.idleHours" and "" for a top-level key.
+func groupOf(name string) string {
+	g, _, ok := strings.Cut(name, ".")
+	if !ok {
+		return ""
+	}
+	return g
+}
+
+// childNames returns the names a mapping at prefix ("" for the top, "prune" for prune.*)
+// accepts, as written in YAML.
+func childNames(prefix string) []string {
+	var names []string
+	for _, k := range registry {
+		switch {
+		case prefix == "" && groupOf(k.name) == "":
+			names = append(names, k.name)
+		case prefix == "" && !slices.Contains(names, groupOf(k.name)):
+			names = append(names, groupOf(k.name))
+		case prefix != "" && groupOf(k.name) == prefix:
+			names = append(names, strings.TrimPrefix(k.name, prefix+"."))
+		}
+	}
+	return names
+}
+
+func isGroup(name string) bool {
+	for _, k := range registry {
+		if groupOf(k.name) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// KeyInfo documents one configuration key for explain, the schema and the init template.
+type KeyInfo struct {
+	Key         string   `json:"key"`
+	Type        string   `json:"type"`
+	Default     string   `json:"default"`
+	Description string   `json:"description"`
+	Env         string   `json:"env,omitempty"`
+	Values      []string `json:"values,omitempty"`
+}
+
+// Keys lists every configuration key in a stable order.
+func Keys() []KeyInfo {
+	var out []KeyInfo
+	for _, k := range registry {
+		out = append(out, KeyInfo{Key: k.name, Type: k.kind.String(), Default: defaultText(k), Description: k.doc, Env: k.env, Values: k.enum})
+	}
+	return out
+}
+
+// defaultText describes a key's built-in default.
+func defaultText(k *keyDef) string {
+	if k.defDoc != "" {
+		return k.defDoc
+	}
+	defaults := builtinDefaults()
+	return formatValue(k, k.field(&defaults))
+}
+
+func (k kind) String() string {
+	return [...]string{"string", "bool", "int", "number", "size", "duration", "list", "map", "map", "list", "list"}[k]
+}

@@ -1,0 +1,213 @@
+// Package explain renders a resolved configuration: every value with its source, the
+// security posture, validation problems, the tool policy and, when the engine answered, the
+// sandbox's live state. It computes nothing of its own: judgments come from pkg/config and
+// live state from the caller. It never imports Docker.
+package explain
+
+import (
+	"maps"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// Live is what the engine says about the sandbox. The lifecycle code fills it; explain only
+// renders it.
+type Live struct {
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"` // why the engine did not answer
+	Exists    bool   `json:"exists"`
+	Running   bool   `json:"running"`
+	Status    string `json:"status,omitempty"` // the engine's status text, e.g. "Up 3 minutes"
+	// HashMatches is true when the container's stored config hash equals the resolved one.
+	HashMatches   bool     `json:"hashMatches"`
+	DifferingKeys []string `json:"differingKeys,omitempty"`
+	// ApplyCommand applies the resolved config, e.g. "sbx create --replace".
+	ApplyCommand string `json:"applyCommand,omitempty"`
+}
+
+// Options select what a report holds beyond the resolved config.
+type Options struct {
+	// Tool asks for the policy decision of one tool (--tool).
+	Tool string
+	// Live is the engine's answer; nil when the engine was not checked.
+	Live *Live
+}
+
+// Report is everything explain shows. Its JSON field names are stable: scripts rely on them.
+type Report struct {
+	Sandbox  Sandbox          `json:"sandbox"`
+	Files    []config.File    `json:"files"`
+	Settings []Setting        `json:"settings"`
+	Posture  []Posture        `json:"posture"`
+	Valid    bool             `json:"valid"`
+	Problems []Problem        `json:"problems"`
+	Warnings []Problem        `json:"warnings"`
+	Tools    Tools            `json:"tools"`
+	Engine   Engine           `json:"engine"`
+	Config   config.Config    `json:"config"` // secret-looking env values masked
+	Keys     []config.KeyInfo `json:"keys"`
+}
+
+// Sandbox identifies the sandbox and says where its execs run.
+type Sandbox struct {
+	Name            string `json:"name"`
+	DefaultName     bool   `json:"defaultName"`
+	Container       string `json:"container"`
+	ProjectRoot     string `json:"projectRoot"`
+	ProjectRootFrom string `json:"projectRootFrom"`
+	// Execs is "sandbox" or "host".
+	Execs      string `json:"execs"`
+	Mode       string `json:"mode"`
+	ModeSource string `json:"modeSource"`
+}
+
+// Setting is one key's value and where it came from. Elements of lists and maps
+// ("tmpfs[0]", "env.LANG") have their own rows, without a description.
+type Setting struct {
+	Key         string `json:"key"`
+	Value       string `json:"value"`
+	Source      string `json:"source"`
+	Note        string `json:"note,omitempty"`
+	Description string `json:"description,omitempty"`
+	Env         string `json:"env,omitempty"`
+}
+
+// Posture is one protection and how the config leaves it: ok, weakened or danger.
+type Posture struct {
+	Name   string `json:"name"`
+	Level  string `json:"level"`
+	Detail string `json:"detail"`
+	Risk   string `json:"risk,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Source string `json:"source,omitempty"`
+}
+
+// Problem is a refused or questionable setting.
+type Problem struct {
+	Severity string `json:"severity"`
+	Key      string `json:"key"`
+	Source   string `json:"source"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	Value    string `json:"value,omitempty"`
+	Reason   string `json:"reason"`
+	Fix      string `json:"fix"`
+	Message  string `json:"message"`
+}
+
+// Tools is the tool policy and its decision for every known tool.
+type Tools struct {
+	Allow       []string   `json:"allow"`
+	AllowSource string     `json:"allowSource"`
+	Deny        []string   `json:"deny"`
+	DenySource  string     `json:"denySource"`
+	Decisions   []Decision `json:"decisions"`
+	// Query is the decision for --tool, with the fix when it is denied.
+	Query *Decision `json:"query,omitempty"`
+}
+
+// Decision is the policy's answer for one tool.
+type Decision struct {
+	Tool    string `json:"tool"`
+	Allowed bool   `json:"allowed"`
+	Rule    string `json:"rule"`
+	Key     string `json:"key"`
+	Source  string `json:"source"`
+	Reason  string `json:"reason"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// Engine is the live part; Checked is false when the engine was not asked.
+type Engine struct {
+	Checked bool `json:"checked"`
+	Live
+}
+
+// Build assembles the report of a resolved config. r may carry problems: a refused config is
+// exactly what explain must show.
+func Build(r *config.Resolved, opts Options) Report {
+	c := r.Config
+	rep := Report{
+		Sandbox: Sandbox{Name: r.Name, DefaultName: r.IsDefaultName, Container: r.ContainerName(),
+			ProjectRoot: r.ProjectRoot, ProjectRootFrom: r.ProjectRootFrom, Execs: "sandbox",
+			Mode: c.Mode, ModeSource: r.Sources["mode"].String()},
+		Files:    r.Files,
+		Valid:    len(r.Problems) == 0,
+		Problems: problems(r.Problems),
+		Warnings: problems(r.Warnings),
+		Config:   masked(c),
+	}
+	if r.ExecsOnHost() {
+		rep.Sandbox.Execs = "host"
+	}
+	if rep.Files == nil {
+		rep.Files = []config.File{}
+	}
+	keys := map[string]config.KeyInfo{}
+	for _, k := range config.Keys() {
+		keys[k.Key] = k
+	}
+	for _, e := range r.Entries() {
+		k := keys[e.Key]
+		rep.Settings = append(rep.Settings, Setting{Key: e.Key, Value: e.Value, Source: e.Source.String(), Note: e.Note,
+			Description: k.Description, Env: k.Env})
+	}
+	for _, p := range config.Posture(r) {
+		src := ""
+		if p.Key != "" {
+			src = p.Source.String()
+		}
+		rep.Posture = append(rep.Posture, Posture{Name: p.Name, Level: p.Level, Detail: p.Detail, Risk: p.Risk, Key: p.Key, Source: src})
+	}
+	rep.Tools = Tools{Allow: nonNil(c.Tools.Allow), AllowSource: r.Sources["tools.allow"].String(),
+		Deny: nonNil(c.Tools.Deny), DenySource: r.Sources["tools.deny"].String()}
+	for _, t := range config.ToolNames {
+		rep.Tools.Decisions = append(rep.Tools.Decisions, decision(r, t))
+	}
+	if opts.Tool != "" {
+		d := decision(r, opts.Tool)
+		rep.Tools.Query = &d
+	}
+	if opts.Live != nil {
+		rep.Engine = Engine{Checked: true, Live: *opts.Live}
+	}
+	return rep
+}
+
+func decision(r *config.Resolved, tool string) Decision {
+	d := r.DecideTool(tool)
+	out := Decision{Tool: d.Tool, Allowed: d.Allowed, Rule: d.Rule, Key: d.Key, Reason: d.Reason}
+	if d.Key != "" {
+		out.Source = d.Source.String()
+	}
+	if !d.Allowed {
+		out.Fix = errs.Hint(config.CheckTool(r, tool))
+	}
+	return out
+}
+
+func problems(ps []config.Problem) []Problem {
+	out := []Problem{}
+	for _, p := range ps {
+		out = append(out, Problem{Severity: p.Severity, Key: p.Key, Source: p.Source.String(), File: p.Source.File, Line: p.Source.Line,
+			Value: p.Value, Reason: p.Reason, Fix: p.Fix, Message: p.String()})
+	}
+	return out
+}
+
+// masked copies c with secret-looking env values replaced, so no output ever carries them.
+func masked(c config.Config) config.Config {
+	c.Env = maps.Clone(c.Env)
+	for name, v := range c.Env {
+		c.Env[name] = config.MaskEnv(name, v)
+	}
+	return c
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,223 @@
+package explain
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// The golden files show a project at /home/dev/app with its home at /home/dev, wherever the
+// test's temp dirs really are.
+const (
+	goldenRoot = "/home/dev/app"
+	goldenHome = "/home/dev"
+)
+
+type scenario struct {
+	project string            // .sbx.yaml; "@" is the project root
+	env     map[string]string // environment
+	flags   []config.Setting
+	opts    Options
+}
+
+func resolve(t *testing.T, sc scenario) *config.Resolved {
+	t.Helper()
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, root := filepath.Join(tmp, "h"), filepath.Join(tmp, "p")
+	for _, d := range []string{home, filepath.Join(root, "data")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sc.project != "" {
+		if err := os.WriteFile(filepath.Join(root, config.ProjectFileName), []byte(strings.ReplaceAll(sc.project, "@", root)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := config.Resolve(config.Inputs{
+		Getenv:      func(k string) string { return sc.env[k] },
+		HomeDir:     func() (string, error) { return home, nil },
+		WorkingDir:  func() (string, error) { return root, nil },
+		Flags:       sc.flags,
+		HostCPUs:    4,
+		GitTopLevel: func(string) (string, bool) { return "", false },
+		FileOwner:   func(string) (int, int, error) { return 1000, 1000, nil },
+	})
+	if r == nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	relocate(r, strings.NewReplacer(root, goldenRoot, home, goldenHome))
+	return r
+}
+
+// relocate rewrites the temp paths in r so golden output is stable.
+func relocate(r *config.Resolved, rep *strings.Replacer) {
+	r.ProjectRoot, r.WorkingDir = rep.Replace(r.ProjectRoot), rep.Replace(r.WorkingDir)
+	r.Name = config.DefaultName(r.ProjectRoot)
+	for i := range r.Files {
+		r.Files[i].Path = rep.Replace(r.Files[i].Path)
+	}
+	for k, s := range r.Sources {
+		s.File = rep.Replace(s.File)
+		r.Sources[k] = s
+	}
+	for i := range r.Config.Binds {
+		r.Config.Binds[i].Source = rep.Replace(r.Config.Binds[i].Source)
+	}
+	for _, list := range [][]config.Problem{r.Problems, r.Warnings} {
+		for i := range list {
+			p := &list[i]
+			p.Source.File, p.Value, p.Reason, p.Fix = rep.Replace(p.Source.File), rep.Replace(p.Value), rep.Replace(p.Reason), rep.Replace(p.Fix)
+		}
+	}
+}
+
+var scenarios = map[string]scenario{
+	"default": {},
+	"weakened": {
+		project: `profile: common
+image: example/tools:1
+workspace: rw
+user: "0"
+network: bridge
+memory: 8m
+capAdd: [NET_BIND_SERVICE]
+env:
+  API_TOKEN: s3cr3t
+binds: ['@/data:/workspace/data:ro']
+dangerouslyAllowReservedTargets: true
+tools:
+  deny: []
+`,
+		env:   map[string]string{"SBX_TIMEOUT": "30m"},
+		flags: []config.Setting{{Key: "cpus", Values: []string{"2"}, Source: config.Source{Layer: config.LayerFlag, Name: "--cpus"}}},
+		opts: Options{Tool: "browser", Live: &Live{Reachable: true, Exists: true, Running: true, Status: "Up 3 minutes",
+			DifferingKeys: []string{"memory", "network"}, ApplyCommand: "sbx create --replace"}},
+	},
+	"unreachable": {opts: Options{Live: &Live{Error: "cannot reach the Docker engine at unix:///var/run/docker.sock"}}},
+}
+
+func TestGolden(t *testing.T) {
+	for name, sc := range scenarios {
+		r := resolve(t, sc)
+		rep := Build(r, sc.opts)
+		for _, form := range []string{"tty", "plain", "json"} {
+			t.Run(name+"."+form, func(t *testing.T) {
+				var buf bytes.Buffer
+				var err error
+				switch form {
+				case "tty":
+					err = WriteText(&buf, rep, TextOptions{TTY: true, Color: true})
+				case "plain":
+					err = WriteText(&buf, rep, TextOptions{})
+				case "json":
+					err = WriteJSON(&buf, rep)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(buf.String(), "s3cr3t") {
+					t.Error("a secret value is printed")
+				}
+				golden(t, filepath.Join("testdata", name+"."+form+".golden"), buf.Bytes())
+			})
+		}
+	}
+}
+
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/explain -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (run go test ./pkg/explain -update and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
+
+func TestBuild(t *testing.T) {
+	sc := scenarios["weakened"]
+	rep := Build(resolve(t, sc), sc.opts)
+	if rep.Valid || len(rep.Problems) != 2 {
+		t.Errorf("valid = %v, problems = %+v", rep.Valid, rep.Problems)
+	}
+	if q := rep.Tools.Query; q == nil || q.Allowed || q.Key != "tools.allow" || !strings.Contains(q.Fix, `add "browser" to tools.allow`) {
+		t.Errorf("query = %+v", q)
+	}
+	if rep.Config.Env["API_TOKEN"] != config.Masked {
+		t.Errorf("config env not masked: %v", rep.Config.Env)
+	}
+	var home Setting
+	for _, s := range rep.Settings {
+		if s.Key == "env.HOME" {
+			home = s
+		}
+	}
+	if home.Value != "/home/sandbox" || home.Source != "profile:common" {
+		t.Errorf("env.HOME = %+v", home)
+	}
+	if !rep.Engine.Checked || rep.Engine.HashMatches {
+		t.Errorf("engine = %+v", rep.Engine)
+	}
+}
+
+// The JSON field names are a contract: renaming one breaks scripts.
+func TestJSONFieldNames(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, Build(resolve(t, scenarios["weakened"]), scenarios["weakened"].opts)); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"sandbox", "files", "settings", "posture", "valid", "problems", "warnings", "tools", "engine", "config"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("no %q in the JSON", k)
+		}
+	}
+	engine := m["engine"].(map[string]any)
+	for _, k := range []string{"checked", "reachable", "exists", "running", "status", "hashMatches", "differingKeys", "applyCommand"} {
+		if _, ok := engine[k]; !ok {
+			t.Errorf("no engine.%s in the JSON", k)
+		}
+	}
+}
+
+func TestWriteCheck(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteCheck(&buf, Build(resolve(t, scenario{}), Options{}), TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "is valid") {
+		t.Errorf("check output:\n%s", buf.String())
+	}
+	buf.Reset()
+	sc := scenarios["weakened"]
+	if err := WriteCheck(&buf, Build(resolve(t, sc), Options{}), TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"is refused: 2 problems", `memory "8m": below the minimum of 16m`, "fix: set memory to 16m or more"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("check output lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
