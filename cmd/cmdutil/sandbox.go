@@ -10,6 +10,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/explain"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -122,4 +123,38 @@ func ConfigState(f *Factory, sb *sandbox.Sandbox) (string, []string) {
 		return "ok", nil
 	}
 	return "changed", sandbox.ShapeDiff(sb.Labels[sandbox.LabelConfig], shape)
+}
+
+// LiveState asks the engine what explain shows about a sandbox: whether it exists and runs,
+// and whether its stored config hash matches r. An unreachable engine is reported, not fatal.
+func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Live, error) {
+	eng, err := f.Engine(ctx)
+	if err != nil {
+		return &explain.Live{Error: err.Error()}, nil
+	}
+	m := &sandbox.Manager{Engine: eng, Now: f.Now}
+	live := &explain.Live{Reachable: true}
+	create := "sbx create"
+	if !r.IsDefaultName {
+		create += " -n " + r.Name
+	}
+	sb, err := m.Inspect(ctx, r.Name)
+	if sandbox.IsNotFound(err) {
+		live.ApplyCommand = create
+		return live, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	live.Exists, live.Status, live.Running = true, sb.Status, sb.Status == "running"
+	shape, hash, err := sandbox.ConfigShape(r.Config, r.ProjectRoot)
+	if err != nil {
+		return nil, err
+	}
+	live.HashMatches = hash == sb.Hash()
+	if !live.HashMatches {
+		live.DifferingKeys = sandbox.ShapeDiff(sb.Labels[sandbox.LabelConfig], shape)
+		live.ApplyCommand = create + " --replace"
+	}
+	return live, nil
 }

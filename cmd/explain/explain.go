@@ -39,8 +39,9 @@ func NewCmdExplain(f *cmdutil.Factory, runF func(context.Context, *ExplainOption
 		Resolve: func(name string, flags []config.Setting) (*config.Resolved, error) {
 			return cmdutil.ResolveConfig(f, name, flags...)
 		},
-		// Live stays nil until the lifecycle code offers an engine query; explain then says
-		// "not checked" rather than dialling on its own.
+		Live: func(ctx context.Context, r *config.Resolved) (*explain.Live, error) {
+			return cmdutil.LiveState(ctx, f, r)
+		},
 	}
 	cmd := &cobra.Command{
 		Use:   "explain [NAME]",

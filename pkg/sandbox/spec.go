@@ -49,7 +49,7 @@ func VolumeName(name string) string { return "sbx-" + name + "-ws" }
 var shapingKeys = []string{
 	"image", "workspace", "workdir", "user", "readOnlyRoot", "tmpfs", "network", "capDrop", "capAdd",
 	"init", "memory", "memorySwap", "cpus", "pidsLimit", "ulimits", "env", "binds", "seccompProfile",
-	"apparmorProfile", "runtime", "dns", "extraHosts",
+	"apparmorProfile", "runtime", "dns", "extraHosts", "shmSize",
 }
 
 // SpecInput is everything BuildSpec needs; the caller does all I/O.
@@ -159,6 +159,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		Runtime:        cfg.Runtime,
 		DNS:            slices.Clone(cfg.DNS),
 		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
+		ShmSize:        cfg.ShmSize,
 		Resources: container.Resources{
 			Memory:     cfg.Memory,
 			MemorySwap: cfg.MemorySwap,
