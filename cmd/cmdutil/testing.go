@@ -1,0 +1,27 @@
+package cmdutil
+
+import (
+	"context"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// TestFactory is a Factory for command tests: buffered streams, env from a map, a fixed clock,
+// home and working directory as given, and eng (a fake) as the engine.
+func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd string, now time.Time, eng sandbox.Engine) *Factory {
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	return &Factory{
+		IOStreams:  ios,
+		Global:     &GlobalOptions{},
+		Getenv:     func(k string) string { return env[k] },
+		LookupEnv:  lookup,
+		Environ:    func() []string { return nil },
+		HomeDir:    func() (string, error) { return home, nil },
+		WorkingDir: func() (string, error) { return wd, nil },
+		Now:        func() time.Time { return now },
+		Endpoint:   func() (sandbox.Endpoint, error) { return sandbox.Endpoint{Host: "unix:///fake.sock", Source: "test"}, nil },
+		Engine:     func(context.Context) (sandbox.Engine, error) { return eng, nil },
+	}
+}
