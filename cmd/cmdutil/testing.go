@@ -21,7 +21,9 @@ func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd strin
 		HomeDir:    func() (string, error) { return home, nil },
 		WorkingDir: func() (string, error) { return wd, nil },
 		Now:        func() time.Time { return now },
-		Endpoint:   func() (sandbox.Endpoint, error) { return sandbox.Endpoint{Host: "unix:///fake.sock", Source: "test"}, nil },
-		Engine:     func(context.Context) (sandbox.Engine, error) { return eng, nil },
+		Endpoint: func() (sandbox.Endpoint, error) {
+			return sandbox.Endpoint{Host: "unix:///fake.sock", Source: "test"}, nil
+		},
+		Engine: func(context.Context) (sandbox.Engine, error) { return eng, nil },
 	}
 }
