@@ -6,7 +6,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/configcmd"
+	"github.com/sbx-sandbox/sbx/cmd/create"
 	"github.com/sbx-sandbox/sbx/cmd/doctor"
+	"github.com/sbx-sandbox/sbx/cmd/exec"
+	"github.com/sbx-sandbox/sbx/cmd/explain"
+	"github.com/sbx-sandbox/sbx/cmd/image"
+	"github.com/sbx-sandbox/sbx/cmd/ls"
+	"github.com/sbx-sandbox/sbx/cmd/prune"
+	"github.com/sbx-sandbox/sbx/cmd/rm"
+	"github.com/sbx-sandbox/sbx/cmd/stop"
 	"github.com/sbx-sandbox/sbx/cmd/version"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
 )
@@ -43,8 +52,17 @@ privilege escalation, and hard CPU, memory and process limits.`,
 	pf.BoolVarP(&f.Global.Quiet, "quiet", "q", false, "print no progress messages")
 
 	root.AddCommand(
+		create.NewCmdCreate(f, nil),
+		exec.NewCmdExec(f, nil),
+		ls.NewCmdLs(f, nil),
+		stop.NewCmdStop(f, nil),
+		rm.NewCmdRm(f, nil),
+		prune.NewCmdPrune(f, nil),
 		version.NewCmdVersion(f, nil),
 		doctor.NewCmdDoctor(f, nil),
+		explain.NewCmdExplain(f, nil),
+		configcmd.NewCmdConfig(f),
+		image.NewCmdImage(f),
 	)
 	return root
 }

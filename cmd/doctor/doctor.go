@@ -4,6 +4,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -30,6 +32,11 @@ type DoctorOptions struct {
 	Endpoint func() (sandbox.Endpoint, error)
 	Engine   func(context.Context) (sandbox.Engine, error)
 	JSON     bool
+	// ImageFiles holds the bundled Dockerfiles the image checks compare with; nil means
+	// the embedded ones.
+	ImageFiles fs.FS
+	// ResolveConfig reads the config files without the engine; nil skips the config checks.
+	ResolveConfig func() (*config.Resolved, error)
 }
 
 // Check is one line of the report. Required checks that fail make doctor exit 1.
@@ -49,7 +56,8 @@ type Report struct {
 
 // NewCmdDoctor builds "sbx doctor".
 func NewCmdDoctor(f *cmdutil.Factory, runF func(context.Context, *DoctorOptions) error) *cobra.Command {
-	opts := &DoctorOptions{IO: f.IOStreams, Endpoint: f.Endpoint, Engine: f.Engine}
+	opts := &DoctorOptions{IO: f.IOStreams, Endpoint: f.Endpoint, Engine: f.Engine,
+		ResolveConfig: func() (*config.Resolved, error) { return cmdutil.ResolveConfig(f, "") }}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check that this machine can run sandboxes safely",
@@ -69,7 +77,7 @@ files are in order. Every failed check prints a fix. Exits 1 when a required che
 }
 
 func doctorRun(ctx context.Context, opts *DoctorOptions) error {
-	rep := Report{Checks: engineChecks(ctx, opts)}
+	rep := Report{Checks: append(engineChecks(ctx, opts), configChecks(opts)...)}
 	rep.OK = true
 	for _, c := range rep.Checks {
 		if c.Required && c.Status == StatusFail {
@@ -110,7 +118,8 @@ func engineChecks(ctx context.Context, opts *DoctorOptions) []Check {
 	}
 	checks := []Check{{Name: "engine", Status: StatusOK, Required: true,
 		Detail: fmt.Sprintf("%s (from %s), Docker %s, API %s (client uses %s)", ep.Host, ep.Source, v.Version, v.APIVersion, eng.ClientVersion())}}
-	return append(checks, infoChecks(info)...)
+	checks = append(checks, infoChecks(info)...)
+	return append(checks, imageChecks(ctx, eng, opts.ImageFiles)...)
 }
 
 // infoChecks judges what the engine reports about itself. It is pure so every branch is testable.

@@ -93,7 +93,8 @@ func TestDoctorRunHealthyJSON(t *testing.T) {
 		ServerVersionFn: func(context.Context) (types.Version, error) {
 			return types.Version{Version: "28.0", APIVersion: "1.48"}, nil
 		},
-		InfoFn: func(context.Context) (system.Info, error) { return healthyInfo(), nil },
+		InfoFn:         func(context.Context) (system.Info, error) { return healthyInfo(), nil },
+		ImageInspectFn: noImages,
 	}
 	opts := &DoctorOptions{IO: ios, JSON: true,
 		Endpoint: func() (sandbox.Endpoint, error) {

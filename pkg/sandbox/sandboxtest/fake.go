@@ -30,6 +30,7 @@ type FakeEngine struct {
 	ImageInspectFn         func(ctx context.Context, imageID string) (image.InspectResponse, error)
 	ImageListFn            func(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
 	ImageBuildFn           func(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ImageRemoveFn          func(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
 	ContainerCreateFn      func(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStartFn       func(ctx context.Context, containerID string, options container.StartOptions) error
 	ContainerInspectFn     func(ctx context.Context, containerID string) (container.InspectResponse, error)
@@ -97,6 +98,13 @@ func (f *FakeEngine) ImageBuild(ctx context.Context, buildContext io.Reader, opt
 		return build.ImageBuildResponse{}, f.unstubbed("ImageBuild")
 	}
 	return f.ImageBuildFn(ctx, buildContext, options)
+}
+
+func (f *FakeEngine) ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error) {
+	if f.ImageRemoveFn == nil {
+		return nil, f.unstubbed("ImageRemove")
+	}
+	return f.ImageRemoveFn(ctx, imageID, options)
 }
 
 func (f *FakeEngine) ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error) {

@@ -1,0 +1,243 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+var now = time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC)
+
+func factory(ios *iostreams.IOStreams, eng sandbox.Engine) *cmdutil.Factory {
+	return &cmdutil.Factory{
+		IOStreams: ios,
+		Global:    &cmdutil.GlobalOptions{},
+		Now:       func() time.Time { return now },
+		Engine:    func(context.Context) (sandbox.Engine, error) { return eng, nil },
+	}
+}
+
+func TestBuildFlags(t *testing.T) {
+	tests := []struct {
+		args     string
+		profiles string
+		noCache  bool
+		network  string
+		progress string
+		usageErr string
+	}{
+		{args: "", profiles: "[sandbox]", progress: "auto"},
+		{args: "all", profiles: "[sandbox common browser]", progress: "auto"},
+		{args: "browser sandbox browser", profiles: "[sandbox browser]", progress: "auto"},
+		{args: "common --no-cache --network host --progress plain", profiles: "[common]", noCache: true, network: "host", progress: "plain"},
+		{args: "--progress json browser", profiles: "[browser]", progress: "json"},
+		{args: "chrome", usageErr: `unknown profile "chrome"`},
+		{args: "--progress tty", usageErr: `invalid --progress "tty"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			ios, _, _, _ := iostreams.Test()
+			var got *BuildOptions
+			cmd := NewCmdBuild(factory(ios, nil), func(_ context.Context, o *BuildOptions) error { got = o; return nil })
+			cmd.SetArgs(strings.Fields(tt.args))
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			err := cmd.Execute()
+			if tt.usageErr != "" {
+				if err == nil || errs.ExitCode(err) != errs.CodeUsage || !strings.Contains(err.Error(), tt.usageErr) || errs.Hint(err) == "" {
+					t.Fatalf("err = %v, want a usage error with a hint containing %q", err, tt.usageErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got.Profiles) != tt.profiles || got.NoCache != tt.noCache || got.Network != tt.network || got.Progress != tt.progress {
+				t.Errorf("options = %+v", got)
+			}
+		})
+	}
+}
+
+// fakeEngine holds images by tag and builds new ones, labelled as asked.
+func fakeEngine(t *testing.T, tags sandboxtest.ImageStore, builds *[]string) *sandboxtest.FakeEngine {
+	return &sandboxtest.FakeEngine{T: t,
+		ImageInspectFn: tags.Inspect,
+		ImageBuildFn: func(_ context.Context, _ io.Reader, o build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+			*builds = append(*builds, o.Tags[0])
+			id := fmt.Sprintf("sha256:%064d", len(*builds))
+			tags[o.Tags[0]] = labelled(id, o.Labels[sandbox.LabelDockerfileHash], 0)
+			stream := `{"stream":"Step 1/1 : FROM base\n"}` + "\n" + fmt.Sprintf(`{"aux":{"ID":%q}}`, id) + "\n"
+			return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(stream))}, nil
+		},
+	}
+}
+
+func labelled(id, hash string, size int64) image.InspectResponse {
+	return sandboxtest.Image(id, size, now.Add(-50*time.Hour).Format(time.RFC3339Nano), map[string]string{sandbox.LabelDockerfileHash: hash})
+}
+
+func TestBuildRun(t *testing.T) {
+	ios, _, out, errOut := iostreams.Test()
+	var builds []string
+	eng := fakeEngine(t, sandboxtest.ImageStore{}, &builds)
+	err := buildRun(context.Background(), &BuildOptions{IO: ios, Engine: factory(ios, eng).Engine,
+		Profiles: []string{"sandbox", "common", "browser"}, Progress: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[" + images.SandboxTag + " " + images.CommonTag + " " + images.BrowserTag + "]"; fmt.Sprint(builds) != want {
+		t.Errorf("built %v, want %s once each", builds, want)
+	}
+	if out.Len() != 0 {
+		t.Errorf("stdout = %q, want nothing", out.String())
+	}
+	if got := errOut.String(); strings.Count(got, "\nbuilt ") != 3 || !strings.Contains(got, "building sbx-sandbox-common:bookworm-slim (profile common)\n[1/1] FROM base\n") {
+		t.Errorf("stderr:\n%s", got)
+	}
+
+	ios, _, _, errOut = iostreams.Test()
+	ios.SetQuiet(true)
+	builds = nil
+	if err := buildRun(context.Background(), &BuildOptions{IO: ios, Engine: factory(ios, eng).Engine, Profiles: []string{"sandbox"}, Progress: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	if errOut.Len() != 0 || len(builds) != 1 {
+		t.Errorf("quiet build: %d builds, stderr %q", len(builds), errOut.String())
+	}
+}
+
+func TestBuildRunEngineDown(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	down := errs.Failure(fmt.Errorf("cannot reach the Docker engine"), "start Docker")
+	err := buildRun(context.Background(), &BuildOptions{IO: ios, Profiles: []string{"sandbox"},
+		Engine: func(context.Context) (sandbox.Engine, error) { return nil, down }})
+	if err != down {
+		t.Errorf("err = %v, want the engine's error unchanged", err)
+	}
+}
+
+// engineWithImages has the sandbox image current, the common image built from an older
+// Dockerfile, and no browser image.
+func engineWithImages(t *testing.T) *sandboxtest.FakeEngine {
+	sandboxHash, _ := images.Hash(images.Files, images.ProfileSandbox)
+	tags := sandboxtest.ImageStore{
+		images.SandboxTag: labelled("sha256:1111111111112222222222", sandboxHash, 327_000_000),
+		images.CommonTag:  labelled("sha256:3333333333334444444444", "sha256:old", 1_850_000_000),
+	}
+	return fakeEngine(t, tags, new([]string))
+}
+
+func runLs(t *testing.T, tty bool, json bool, files fs.FS) (string, string) {
+	t.Helper()
+	ios, _, out, errOut := iostreams.Test()
+	ios.SetTTY(tty)
+	f := factory(ios, engineWithImages(t))
+	err := lsRun(context.Background(), &LsOptions{IO: ios, Engine: f.Engine, Now: f.Now, JSON: json, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String()
+}
+
+func TestLsTable(t *testing.T) {
+	out, errOut := runLs(t, true, false, nil)
+	want := `PROFILE  TAG                               STATUS   SIZE    CREATED      IMAGE ID
+sandbox  sbx-sandbox:bookworm-slim         present  327MB   2 days ago   111111111111
+common   sbx-sandbox-common:bookworm-slim  stale    1.85GB  2 days ago   333333333333
+browser  sbx-sandbox-browser:bookworm-slim missing  -       -            -
+`
+	if norm(out) != norm(want) {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+	for _, w := range []string{"common is stale: built from other Dockerfiles than this sbx bundles; rebuild it with: sbx image build common",
+		"browser is missing: its first sandbox builds it, or build it now with: sbx image build browser"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+}
+
+// norm collapses runs of spaces, so the test does not pin the table's padding.
+func norm(s string) string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		lines = append(lines, strings.Join(strings.Fields(l), " "))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestLsPiped(t *testing.T) {
+	out, errOut := runLs(t, false, false, nil)
+	want := "sandbox\tsbx-sandbox:bookworm-slim\tpresent\t327000000\t2025-03-02T10:00:00Z\tsha256:1111111111112222222222\n" +
+		"common\tsbx-sandbox-common:bookworm-slim\tstale\t1850000000\t2025-03-02T10:00:00Z\tsha256:3333333333334444444444\n" +
+		"browser\tsbx-sandbox-browser:bookworm-slim\tmissing\t0\t\t\n"
+	if out != want {
+		t.Errorf("TSV:\n%q\nwant:\n%q", out, want)
+	}
+	if errOut != "" {
+		t.Errorf("stderr = %q, want nothing when piped", errOut)
+	}
+}
+
+func TestLsJSON(t *testing.T) {
+	out, _ := runLs(t, true, true, nil)
+	var list []map[string]any
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if len(list) != 3 || list[0]["profile"] != "sandbox" || list[0]["status"] != "present" || list[0]["size"] != 327e6 ||
+		list[0]["created"] != "2025-03-02T10:00:00Z" || list[1]["status"] != "stale" || list[1]["imageHash"] != "sha256:old" ||
+		list[2]["status"] != "missing" || list[2]["dockerfileHash"] == "" {
+		t.Errorf("JSON:\n%s", out)
+	}
+	if _, ok := list[2]["created"]; ok {
+		t.Errorf("a missing image has a creation time:\n%s", out)
+	}
+}
+
+// A changed Dockerfile (here through the injected file system) makes the image stale.
+func TestLsStaleAfterDockerfileChange(t *testing.T) {
+	m := sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
+	out, _ := runLs(t, false, false, m)
+	if !strings.HasPrefix(out, "sandbox\tsbx-sandbox:bookworm-slim\tstale\t") {
+		t.Errorf("after changing Dockerfile.sandbox:\n%s", out)
+	}
+}
+
+func TestNewCmdImage(t *testing.T) {
+	ios, _, out, _ := iostreams.Test()
+	cmd := NewCmdImage(factory(ios, nil))
+	cmd.SetOut(out)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"build", "ls", "sbx-sandbox-common:bookworm-slim"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("help lacks %q", w)
+		}
+	}
+	var buf bytes.Buffer
+	ls := NewCmdLs(factory(ios, nil), func(_ context.Context, o *LsOptions) error { fmt.Fprint(&buf, o.JSON); return nil })
+	ls.SetArgs([]string{"--json"})
+	if err := ls.Execute(); err != nil || buf.String() != "true" {
+		t.Errorf("ls --json: %v, JSON=%s", err, buf.String())
+	}
+}

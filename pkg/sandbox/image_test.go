@@ -1,0 +1,329 @@
+package sandbox_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"testing"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+// editedFiles are the embedded files with Dockerfile.sandbox changed, as a newer sbx would
+// embed them.
+func editedFiles(t *testing.T) fs.FS {
+	return sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "# changed\n"})
+}
+
+// putBuilt stores the image of profile as sbx would have built it from the embedded files.
+func putBuilt(t *testing.T, reg sandboxtest.ImageStore, profile, id string) {
+	t.Helper()
+	tag, _ := images.TagFor(profile)
+	hash, err := images.Hash(images.Files, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg[tag] = sandboxtest.Image(id, 123<<20, "2025-01-02T03:04:05.123456789Z", map[string]string{sandbox.LabelDockerfileHash: hash})
+}
+
+func TestImageStatus(t *testing.T) {
+	reg := sandboxtest.ImageStore{}
+	putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
+	putBuilt(t, reg, images.ProfileCommon, "sha256:bbb")
+	reg[images.BrowserTag] = sandboxtest.Image("sha256:ccc", 0, "", nil)
+	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+
+	list, err := (&sandbox.Images{Engine: eng}).List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintln(list[0].State, list[1].State, list[2].State)
+	if want := "present present stale\n"; got != want {
+		t.Errorf("states = %s, want %s", got, want)
+	}
+	if s := list[0]; s.Profile != "sandbox" || s.Tag != images.SandboxTag || s.ID != "sha256:aaa" || s.Size != 123<<20 ||
+		s.Created.Year() != 2025 || s.DockerfileHash == "" || s.ImageHash != s.DockerfileHash {
+		t.Errorf("sandbox status = %+v", s)
+	}
+	if d := list[2].Detail; !strings.Contains(d, "no dev.sbx.dockerfile-hash label") {
+		t.Errorf("detail of an image sbx did not build = %q", d)
+	}
+
+	// A changed Dockerfile.sandbox makes the sandbox image stale, and the two built on it.
+	edited, err := (&sandbox.Images{Engine: eng, Files: editedFiles(t)}).List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range edited[:2] {
+		if s.State != sandbox.ImageStale || !strings.Contains(s.Detail, "other Dockerfiles") {
+			t.Errorf("%s after editing Dockerfile.sandbox: %s (%s), want stale", s.Profile, s.State, s.Detail)
+		}
+	}
+
+	delete(reg, images.CommonTag)
+	st, err := (&sandbox.Images{Engine: eng}).Status(context.Background(), images.ProfileCommon)
+	if err != nil || st.State != sandbox.ImageMissing || st.Size != 0 || st.DockerfileHash == "" {
+		t.Errorf("status of a missing image = %+v, %v", st, err)
+	}
+
+	if _, err := (&sandbox.Images{Engine: eng}).Status(context.Background(), "nope"); errs.ExitCode(err) != errs.CodeUsage {
+		t.Errorf("unknown profile: err = %v, want a usage error", err)
+	}
+
+	broken := &sandboxtest.FakeEngine{T: t, ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+		return image.InspectResponse{}, errors.New("engine on fire")
+	}}
+	if _, err := (&sandbox.Images{Engine: broken}).Status(context.Background(), "sandbox"); err == nil ||
+		!strings.Contains(err.Error(), "inspecting image sbx-sandbox:bookworm-slim: engine on fire") {
+		t.Errorf("inspect failure: err = %v", err)
+	}
+}
+
+// buildCall is one ImageBuild a fake engine received.
+type buildCall struct {
+	opts  build.ImageBuildOptions
+	files map[string]*tar.Header
+	data  map[string]string
+}
+
+// builder fakes ImageBuild: it records the call, tags a new image labelled as asked, and
+// answers with a short successful stream.
+func builder(t *testing.T, reg sandboxtest.ImageStore, calls *[]buildCall) func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+	return func(_ context.Context, ctx io.Reader, opts build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+		call := buildCall{opts: opts, files: map[string]*tar.Header{}, data: map[string]string{}}
+		tr := tar.NewReader(ctx)
+		for {
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("reading the build context: %v", err)
+			}
+			data, _ := io.ReadAll(tr)
+			call.files[hdr.Name], call.data[hdr.Name] = hdr, string(data)
+		}
+		*calls = append(*calls, call)
+		id := fmt.Sprintf("sha256:new%d", len(*calls))
+		reg[opts.Tags[0]] = sandboxtest.Image(id, 0, "", opts.Labels)
+		stream := fmt.Sprintf(`{"stream":"Step 1/1 : FROM x\n"}`+"\n"+`{"aux":{"ID":%q}}`+"\n", id)
+		return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(stream))}, nil
+	}
+}
+
+func TestBuild(t *testing.T) {
+	reg := sandboxtest.ImageStore{}
+	var calls []buildCall
+	var removed []string
+	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
+		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+			removed = append(removed, id)
+			return nil, nil
+		}}
+	imgs := &sandbox.Images{Engine: eng}
+	var out bytes.Buffer
+
+	// The browser image needs the sandbox image, which is missing: it is built first.
+	res, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{
+		NoCache: true, Network: "host", Progress: &sandbox.Progress{Out: &out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Tag != images.BrowserTag || res.ID != "sha256:new2" || len(calls) != 2 {
+		t.Fatalf("result %+v after %d builds", res, len(calls))
+	}
+	if !strings.Contains(out.String(), "sbx-sandbox-browser:bookworm-slim is built on sbx-sandbox:bookworm-slim, which is missing; building that first") {
+		t.Errorf("progress does not say why the sandbox image is built:\n%s", out.String())
+	}
+
+	base, browser := calls[0], calls[1]
+	if got := base.opts.Tags; len(got) != 1 || got[0] != images.SandboxTag {
+		t.Errorf("first build tags %v, want the sandbox image", got)
+	}
+	if len(base.opts.BuildArgs) != 0 {
+		t.Errorf("sandbox build args = %v, want none", base.opts.BuildArgs)
+	}
+	o := browser.opts
+	sandboxHash, _ := images.Hash(images.Files, images.ProfileSandbox)
+	browserHash, _ := images.Hash(images.Files, images.ProfileBrowser)
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"tags", fmt.Sprint(o.Tags), "[" + images.BrowserTag + "]"},
+		{"dockerfile", o.Dockerfile, "Dockerfile.sandbox-browser"},
+		{"BASE_IMAGE", *o.BuildArgs["BASE_IMAGE"], images.SandboxTag},
+		{"managed label", o.Labels[sandbox.LabelManaged], "true"},
+		{"profile label", o.Labels[sandbox.LabelProfile], "browser"},
+		{"hash label", o.Labels[sandbox.LabelDockerfileHash], browserHash},
+		{"sandbox hash label", base.opts.Labels[sandbox.LabelDockerfileHash], sandboxHash},
+		{"builder", o.Version, build.BuilderV1},
+		{"network", o.NetworkMode, "host"},
+		{"no cache", o.NoCache, true},
+		{"remove intermediate containers", o.Remove && o.ForceRemove, true},
+		{"pull", o.PullParent, false},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+
+	// The context holds exactly the profile's files, with their modes and embedded contents.
+	if len(browser.files) != 2 {
+		t.Errorf("browser context files: %v", browser.files)
+	}
+	for name, mode := range map[string]int64{"Dockerfile.sandbox-browser": 0o644, "sbx-browser-entrypoint.sh": 0o755} {
+		hdr := browser.files[name]
+		if hdr == nil {
+			t.Errorf("context lacks %s", name)
+			continue
+		}
+		want, _ := fs.ReadFile(images.Files, name)
+		if hdr.Mode != mode || hdr.Uid != 0 || hdr.Gid != 0 || hdr.ModTime.Unix() != 0 || browser.data[name] != string(want) {
+			t.Errorf("%s in the context: mode %o uid %d gid %d mtime %v, contents equal: %v", name, hdr.Mode, hdr.Uid, hdr.Gid, hdr.ModTime, browser.data[name] == string(want))
+		}
+	}
+	if len(removed) != 0 {
+		t.Errorf("removed %v after first builds", removed)
+	}
+
+	// A rebuild of a current base does not rebuild the base, and removes the image it replaces.
+	calls = nil
+	if _, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 1 || calls[0].opts.Tags[0] != images.BrowserTag || calls[0].opts.NoCache || calls[0].opts.NetworkMode != "" {
+		t.Errorf("rebuild made %d builds: %+v", len(calls), calls)
+	}
+	if fmt.Sprint(removed) != "[sha256:new2]" {
+		t.Errorf("removed %v, want the replaced browser image", removed)
+	}
+}
+
+func TestBuildKeepsReplacedImagesInUse(t *testing.T) {
+	reg := sandboxtest.ImageStore{}
+	putBuilt(t, reg, images.ProfileSandbox, "sha256:old")
+	var calls []buildCall
+	var attempts []string
+	inUse := true
+	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
+		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+			attempts = append(attempts, id)
+			if inUse {
+				return nil, fmt.Errorf("conflict: image has dependent child images: %w", cerrdefs.ErrConflict)
+			}
+			return nil, nil
+		}}
+	imgs := &sandbox.Images{Engine: eng}
+	if _, err := imgs.Build(context.Background(), images.ProfileSandbox, sandbox.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	inUse = false
+	if _, err := imgs.Build(context.Background(), images.ProfileCommon, sandbox.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(attempts) != "[sha256:old sha256:old]" {
+		t.Errorf("removal attempts %v: the old sandbox image should be tried again after the next build", attempts)
+	}
+}
+
+func TestBuildFailures(t *testing.T) {
+	reg := sandboxtest.ImageStore{}
+	putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
+	fail := `{"stream":"Step 1/2 : FROM x\n"}
+{"stream":"Step 2/2 : RUN apt-get update\n"}
+{"stream":"Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\n"}
+{"errorDetail":{"code":100,"message":"The command '/bin/sh -c apt-get update' returned a non-zero code: 100"},"error":"x"}
+`
+	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+		ImageBuildFn: func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+			return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(fail))}, nil
+		}}
+	var out bytes.Buffer
+	_, err := (&sandbox.Images{Engine: eng}).Build(context.Background(), images.ProfileCommon, sandbox.BuildOptions{Progress: &sandbox.Progress{Out: &out}})
+	var be *sandbox.BuildError
+	if !errors.As(err, &be) || be.Step != 2 || be.Profile != "common" {
+		t.Fatalf("err = %v, want a BuildError at step 2", err)
+	}
+	if h := errs.Hint(err); !strings.Contains(h, "--network host") {
+		t.Errorf("hint = %q, want --network host suggested", h)
+	}
+	if !strings.Contains(out.String(), "step 2/2 failed: RUN apt-get update\nlast 2 lines of its output:\n  Err:1") {
+		t.Errorf("progress:\n%s", out.String())
+	}
+
+	refused := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+		ImageBuildFn: func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+			return build.ImageBuildResponse{}, fmt.Errorf("network nope not found: %w", cerrdefs.ErrNotFound)
+		}}
+	_, err = (&sandbox.Images{Engine: refused}).Build(context.Background(), images.ProfileSandbox, sandbox.BuildOptions{Network: "nope"})
+	if err == nil || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(err.Error(), "building image sbx-sandbox:bookworm-slim: network nope not found") {
+		t.Errorf("refused build: err = %v", err)
+	}
+}
+
+func TestEnsureImage(t *testing.T) {
+	t.Run("missing bundled image is built with progress", func(t *testing.T) {
+		reg := sandboxtest.ImageStore{}
+		var calls []buildCall
+		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls)}
+		var out bytes.Buffer
+		st, err := sandbox.EnsureImage(context.Background(), eng, images.SandboxTag, &sandbox.Progress{Out: &out})
+		if err != nil || st.State != sandbox.ImagePresent || len(calls) != 1 {
+			t.Fatalf("status %+v, err %v, %d builds", st, err, len(calls))
+		}
+		for _, want := range []string{"image sbx-sandbox:bookworm-slim is missing; building it", "[1/1] FROM x", "built sbx-sandbox:bookworm-slim"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("progress lacks %q:\n%s", want, out.String())
+			}
+		}
+	})
+	t.Run("present image is used", func(t *testing.T) {
+		reg := sandboxtest.ImageStore{}
+		putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
+		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		var out bytes.Buffer
+		st, err := sandbox.EnsureImage(context.Background(), eng, images.SandboxTag, &sandbox.Progress{Out: &out})
+		if err != nil || st.State != sandbox.ImagePresent || out.Len() != 0 {
+			t.Errorf("status %+v, err %v, output %q", st, err, out.String())
+		}
+	})
+	t.Run("stale image is reported, not rebuilt", func(t *testing.T) {
+		reg := sandboxtest.ImageStore{}
+		putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
+		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		var out bytes.Buffer
+		imgs := &sandbox.Images{Engine: eng, Files: editedFiles(t)}
+		st, err := imgs.Ensure(context.Background(), images.SandboxTag, &sandbox.Progress{Out: &out})
+		if err != nil || st.State != sandbox.ImageStale {
+			t.Fatalf("status %+v, err %v", st, err)
+		}
+		if !strings.Contains(out.String(), "warning: image sbx-sandbox:bookworm-slim is stale") || !strings.Contains(out.String(), "sbx image build sandbox") {
+			t.Errorf("warning:\n%s", out.String())
+		}
+	})
+	t.Run("other images must exist", func(t *testing.T) {
+		reg := sandboxtest.ImageStore{"python:3": sandboxtest.Image("sha256:py", 0, "", nil)}
+		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		if st, err := sandbox.EnsureImage(context.Background(), eng, "python:3", nil); err != nil || st.State != sandbox.ImagePresent || st.Profile != "" {
+			t.Errorf("present image: %+v, %v", st, err)
+		}
+		_, err := sandbox.EnsureImage(context.Background(), eng, "ghost:1", nil)
+		if err == nil || !strings.Contains(err.Error(), "image ghost:1 not found") || !strings.Contains(errs.Hint(err), "sbx builds only its bundled images") {
+			t.Errorf("missing image: err = %v, hint %q", err, errs.Hint(err))
+		}
+	})
+}
