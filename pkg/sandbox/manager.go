@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -233,7 +234,9 @@ func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
 	if err != nil {
 		return nil, engineErr(fmt.Sprintf("inspecting sandbox %q", name), err)
 	}
-	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" {
+	// Containers inherit our images' labels, so dev.sbx.managed alone does not prove sbx made
+	// it: the name label must match too.
+	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" || info.Config.Labels[LabelName] != name {
 		return nil, &NotManagedError{Container: ContainerName(name)}
 	}
 	sb := &Sandbox{Name: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
@@ -254,8 +257,8 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	out := make([]*Sandbox, 0, len(list))
 	for _, c := range list {
 		name := c.Labels[LabelName]
-		if name == "" || c.Labels[LabelManaged] != "true" {
-			continue
+		if name == "" || c.Labels[LabelManaged] != "true" || !slices.Contains(c.Names, "/"+ContainerName(name)) {
+			continue // not one of ours, though it may carry our images' labels
 		}
 		sb := &Sandbox{Name: name, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
 		for _, p := range c.Ports {

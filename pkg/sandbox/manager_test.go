@@ -77,15 +77,23 @@ func TestEnsureAdoptsAfterNameConflict(t *testing.T) {
 }
 
 func TestEnsureRefusesForeignContainer(t *testing.T) {
-	fake := &sandboxtest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
-			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "x"}, Config: &container.Config{Labels: map[string]string{}}}, nil
-		},
-	}
-	_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
-	var nm *sandbox.NotManagedError
-	if !errors.As(err, &nm) || errs.ExitCode(err) != errs.CodeFailure || errs.Hint(err) == "" {
-		t.Fatalf("want NotManagedError with exit 125 and a hint, got %v", err)
+	for name, labels := range map[string]map[string]string{
+		"no labels": {},
+		// docker run of a bundled image inherits the image's dev.sbx.managed label
+		"inherited image labels": {sandbox.LabelManaged: "true", sandbox.LabelProfile: "sandbox"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fake := &sandboxtest.FakeEngine{
+				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+					return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "x"}, Config: &container.Config{Labels: labels}}, nil
+				},
+			}
+			_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
+			var nm *sandbox.NotManagedError
+			if !errors.As(err, &nm) || errs.ExitCode(err) != errs.CodeFailure || errs.Hint(err) == "" {
+				t.Fatalf("want NotManagedError with exit 125 and a hint, got %v", err)
+			}
+		})
 	}
 }
 
