@@ -84,12 +84,16 @@ func newCLI(t *testing.T) *cli {
 		"SBX_TEST_LABEL="+cliRun, "NO_COLOR=1", "SBX_HOST_MARKER=leaked")
 	t.Cleanup(func() {
 		list, err := eng.ContainerList(context.Background(), container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+cliRun), filters.Arg("label", sandbox.LabelProject+"="+c.project))})
+			Filters: filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+cliRun))})
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 			return
 		}
 		for _, ctr := range list {
+			// A test may run sbx from a subdirectory that is a project of its own.
+			if !strings.HasPrefix(ctr.Labels[sandbox.LabelProject], c.project) {
+				continue
+			}
 			if r := c.run("rm", "-f", ctr.Labels[sandbox.LabelName]); r.code != 0 {
 				t.Errorf("cleanup: sbx rm -f %s: %s", ctr.Labels[sandbox.LabelName], r.stderr)
 			}
