@@ -9,6 +9,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-connections/nat"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 )
@@ -188,5 +189,111 @@ func TestConfigHash(t *testing.T) {
 	d := buildTestSpec(t, func(in *SpecInput) { in.ProjectRoot = "/home/u/other" })
 	if got := ShapeDiff(a.Shape, d.Shape); !reflect.DeepEqual(got, []string{"project"}) {
 		t.Errorf("ShapeDiff = %v, want [project]", got)
+	}
+}
+
+func TestBuildSpecPorts(t *testing.T) {
+	if s := buildTestSpec(t, nil); s.Container.ExposedPorts != nil || s.Host.PortBindings != nil {
+		t.Errorf("ports without asking: %v %v", s.Container.ExposedPorts, s.Host.PortBindings)
+	}
+	s := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.Network = "bridge"
+		in.Ports = []string{"9222/tcp", "6080", "9222"}
+	})
+	if len(s.Container.ExposedPorts) != 2 || len(s.Host.PortBindings) != 2 {
+		t.Fatalf("exposed %v bindings %v", s.Container.ExposedPorts, s.Host.PortBindings)
+	}
+	for _, p := range []string{"9222/tcp", "6080/tcp"} {
+		if _, ok := s.Container.ExposedPorts[nat.Port(p)]; !ok {
+			t.Errorf("%s not exposed", p)
+		}
+		b := s.Host.PortBindings[nat.Port(p)]
+		if len(b) != 1 || b[0].HostIP != "127.0.0.1" || b[0].HostPort != "" {
+			t.Errorf("%s bound as %+v, want only 127.0.0.1 with an engine-chosen port", p, b)
+		}
+	}
+	if s.Host.PublishAllPorts {
+		t.Error("PublishAllPorts would bind every exposed port on 0.0.0.0")
+	}
+
+	for _, tt := range []struct{ network, port, want string }{
+		{"none", "9222/tcp", "cannot publish"},
+		{"host", "9222/tcp", "cannot publish"},
+		{"container:web", "9222/tcp", "cannot publish"},
+		{"bridge", "0", "want a container port"},
+		{"bridge", "70000/tcp", "want a container port"},
+		{"bridge", "9222/icmp", "want a container port"},
+		{"bridge", "9222-9223/tcp", "want a container port"},
+		{"bridge", "127.0.0.1:9222:9222", "want a container port"},
+	} {
+		in := SpecInput{Name: "b", ProjectRoot: "/p", Config: safeConfig(), Ports: []string{tt.port}}
+		in.Config.Network = tt.network
+		if _, err := BuildSpec(in); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("network %s port %s: err %v, want %q", tt.network, tt.port, err, tt.want)
+		}
+	}
+	in := SpecInput{Name: "b", ProjectRoot: "/p", Config: safeConfig(), Ports: []string{"9222/tcp"}}
+	in.Config.Network = "sbx-net"
+	if _, err := BuildSpec(in); err != nil {
+		t.Errorf("a user-defined network: %v", err)
+	}
+}
+
+func TestBuildSpecOneOffEnv(t *testing.T) {
+	a := buildTestSpec(t, nil)
+	b := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.Env = map[string]string{"LANG": "C.UTF-8", "SBX_VNC_PASSWORD": "from-config"}
+		in.OneOffEnv = []string{"SBX_VNC_PASSWORD=s3cretPW"}
+	})
+	if !slices.Equal(b.Container.Env, []string{"LANG=C.UTF-8", "SBX_VNC_PASSWORD=s3cretPW"}) {
+		t.Errorf("env %v: the one-off value must replace the config's", b.Container.Env)
+	}
+	c := buildTestSpec(t, func(in *SpecInput) { in.OneOffEnv = []string{"SBX_VNC_PASSWORD=other"} })
+	if a.Hash != c.Hash || a.Shape != c.Shape {
+		t.Error("a one-off variable changed the config hash")
+	}
+	for k, v := range c.Container.Labels {
+		if strings.Contains(k+v, "other") || strings.Contains(k+v, "SBX_VNC_PASSWORD") {
+			t.Errorf("label %s=%s carries the one-off variable", k, v)
+		}
+	}
+	in := SpecInput{Name: "b", ProjectRoot: "/p", Config: safeConfig(), OneOffEnv: []string{"s3cretPW"}}
+	if _, err := BuildSpec(in); err == nil || strings.Contains(err.Error(), "s3cretPW") {
+		t.Errorf("malformed one-off variable: %v (it must be refused without showing its text)", err)
+	}
+}
+
+func TestConfigHashPorts(t *testing.T) {
+	bridge := func(ports ...string) func(*SpecInput) {
+		return func(in *SpecInput) { in.Config.Network = "bridge"; in.Ports = ports }
+	}
+	none := buildTestSpec(t, bridge())
+	cfg := safeConfig()
+	cfg.Network = "bridge"
+	shape, hash, err := ConfigShape(cfg, "/home/u/app")
+	if err != nil || hash != none.Hash || shape != none.Shape {
+		t.Errorf("without ports the hash must equal ConfigShape's (%v)", err)
+	}
+	a := buildTestSpec(t, bridge("9222/tcp", "6080/tcp"))
+	b := buildTestSpec(t, bridge("6080", "9222/tcp"))
+	c := buildTestSpec(t, bridge("9222/tcp"))
+	if a.Hash != b.Hash {
+		t.Error("the order or spelling of ports changed the hash")
+	}
+	if a.Hash == c.Hash || a.Hash == none.Hash {
+		t.Error("published ports do not shape the hash")
+	}
+	if got := ShapeDiff(none.Shape, c.Shape); !reflect.DeepEqual(got, []string{"ports"}) {
+		t.Errorf("ShapeDiff = %v, want [ports]", got)
+	}
+}
+
+func BenchmarkBuildSpec(b *testing.B) {
+	in := SpecInput{Name: "app-1a2b3c", ProjectRoot: "/home/u/app", Config: safeConfig(), Version: "v1", CreatedAt: time.Unix(1700000000, 0)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := BuildSpec(in); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
