@@ -81,7 +81,7 @@ var profiles = map[string]string{
 memory: 2g
 pidsLimit: 1024
 tmpfs:
-  - %[2]s:size=1g,mode=1777,exec
+  - %[2]s:size=1g,uid=1000,gid=1000,mode=0755,exec
 env:
   HOME: %[2]s
   XDG_CACHE_HOME: %[2]s/.cache
@@ -101,7 +101,7 @@ memory: 2g
 shmSize: 512m
 pidsLimit: 1024
 tmpfs:
-  - %[2]s:size=512m,mode=1777
+  - %[2]s:size=512m,uid=1000,gid=1000,mode=0755
 env:
   HOME: %[2]s
   XDG_CACHE_HOME: %[2]s/.cache

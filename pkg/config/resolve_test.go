@@ -141,7 +141,7 @@ func TestResolveLayers(t *testing.T) {
 				{"env.GOCACHE", "/home/sandbox/.cache/go-build", "profile:common"},
 				{"env.CARGO_TARGET_DIR", "/home/sandbox/.cargo/target", "profile:common"},
 				{"env.npm_config_cache", "/home/sandbox/.npm", "profile:common"},
-				{"tmpfs[3]", "/home/sandbox:size=1g,mode=1777,exec,nosuid,nodev", "profile:common"},
+				{"tmpfs[3]", "/home/sandbox:size=1g,uid=1000,gid=1000,mode=0755,exec,nosuid,nodev", "profile:common"},
 			},
 		},
 		{
