@@ -170,7 +170,9 @@ func (b *bench) cases() []Case {
 			Sbx:    func(int) (time.Duration, error) { return timed(b.sbxCmd("exec", "-n", warm, "--", "true")) },
 			Docker: func(int) (time.Duration, error) { return timed(docker("exec", ctr, "true")) }},
 		{Name: "warm exec with output", SbxCmd: "sbx exec -- head -c 10M /dev/zero", RefCmd: "docker exec CTR head -c 10M /dev/zero", Runs: 15, Ratio: 0.8,
-			Sbx:    func(int) (time.Duration, error) { return timed(b.sbxCmd("exec", "-n", warm, "--", "head", "-c", "10M", "/dev/zero")) },
+			Sbx: func(int) (time.Duration, error) {
+				return timed(b.sbxCmd("exec", "-n", warm, "--", "head", "-c", "10M", "/dev/zero"))
+			},
 			Docker: func(int) (time.Duration, error) { return timed(docker("exec", ctr, "head", "-c", "10M", "/dev/zero")) }},
 		{Name: "cold exec", SbxCmd: "sbx exec -n NEW -- true", RefCmd: "docker run --rm HARDENING IMAGE true", Runs: 8, Ratio: 1.0,
 			Sbx: func(i int) (time.Duration, error) {

@@ -15,7 +15,7 @@ func BenchmarkResolve(b *testing.B) {
 		b.Fatal(err)
 	}
 	files := map[string]string{
-		user:                            "memory: 2g\nenv:\n  EDITOR: vi\n",
+		user:                             "memory: 2g\nenv:\n  EDITOR: vi\n",
 		filepath.Join(root, ".sbx.yaml"): "profile: common\nworkspace: rw\npidsLimit: 512\ntmpfs:\n  - /cache:size=64m\n",
 	}
 	for p, content := range files {
