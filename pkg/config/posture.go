@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sbx-sandbox/sbx/images"
 )
 
 // Posture levels: at the safe default, weakened with a stated risk, or dangerous.
@@ -62,7 +64,11 @@ func Posture(r *Resolved) []PostureItem {
 	case strings.HasPrefix(n, "container:"):
 		add("network", "network", LevelDanger, n+": shares that container's network namespace", "the sandbox reaches everything that container can, including its loopback services")
 	case n == "bridge" || n == "default":
-		add("network", "network", LevelWeak, "bridge: outbound access", "code can download anything and send your project's contents anywhere")
+		detail := "bridge: outbound access"
+		if src := r.Sources["network"]; src.Layer == LayerProfile && src.Name == images.ProfileBrowser {
+			detail += " (the browser profile needs it to publish its ports on 127.0.0.1)"
+		}
+		add("network", "network", LevelWeak, detail, "code can download anything and send your project's contents anywhere")
 	default:
 		add("network", "network", LevelWeak, n+": a user-defined network", "code can reach whatever that network reaches")
 	}

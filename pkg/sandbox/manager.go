@@ -90,7 +90,7 @@ func (e *NotManagedError) Hint() string {
 // Ensure makes sure the sandbox described by in exists and runs. It is safe to call from many
 // processes at once: the engine's name conflict decides who creates, and the others adopt it.
 func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) (*EnsureResult, error) {
-	shape, hash, err := ConfigShape(in.Config, in.ProjectRoot)
+	shape, hash, err := in.Shape()
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
+	"github.com/docker/go-connections/nat"
 	"github.com/docker/go-units"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
@@ -65,6 +67,14 @@ type SpecInput struct {
 	Version      string
 	CreatedAt    time.Time
 	ExtraLabels  map[string]string
+	// Ports are container ports ("9222/tcp") to publish on 127.0.0.1, never on another
+	// address, with host ports the engine picks. They shape the container, so they enter
+	// its config hash.
+	Ports []string
+	// OneOffEnv are NAME=VALUE variables for this container only, such as a generated
+	// password. They override Config.Env and stay out of the labels and the config hash;
+	// like all container variables, whoever controls the engine sees them (docker inspect).
+	OneOffEnv []string
 }
 
 // Spec is the engine's view of a sandbox, ready for ContainerCreate.
@@ -82,7 +92,15 @@ type Spec struct {
 // BuildSpec turns a resolved config into Docker API structs. It is pure: same input, same output.
 func BuildSpec(in SpecInput) (*Spec, error) {
 	cfg := in.Config
-	shape, hash, err := ConfigShape(cfg, in.ProjectRoot)
+	shape, hash, err := in.Shape()
+	if err != nil {
+		return nil, err
+	}
+	env, err := containerEnv(cfg.Env, in.OneOffEnv)
+	if err != nil {
+		return nil, err
+	}
+	exposed, bindings, err := loopbackPorts(in.Ports, cfg.Network)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +123,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		Cmd:        slices.Clone(KeepAlive),
 		User:       cfg.User,
 		WorkingDir: cfg.Workdir,
-		Env:        envList(cfg.Env),
+		Env:        env,
 		Labels:     labels,
 		Hostname:   in.Name,
 		StopTimeout: func() *int {
@@ -113,6 +131,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			return &s
 		}(),
 	}
+	spec.Container.ExposedPorts = exposed
 
 	tmpfs := map[string]string{}
 	for _, t := range cfg.Tmpfs {
@@ -154,6 +173,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		CapAdd:         slices.Clone(cfg.CapAdd),
 		SecurityOpt:    secOpts,
 		NetworkMode:    container.NetworkMode(cfg.Network),
+		PortBindings:   bindings,
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		Runtime:        cfg.Runtime,
@@ -211,6 +231,20 @@ func (s *Spec) VolumeSpec() *volume.CreateOptions {
 // ConfigShape returns the canonical JSON of the keys that shape the container, and its SHA-256.
 // Go's encoder sorts map keys, so equal configs give equal bytes.
 func ConfigShape(cfg config.Config, projectRoot string) (shape, hash string, err error) {
+	return configShape(cfg, projectRoot, nil)
+}
+
+// Shape is ConfigShape plus the published ports, which shape the container too. Without
+// ports it equals ConfigShape, so sandboxes that publish nothing keep their hash.
+func (in SpecInput) Shape() (shape, hash string, err error) {
+	ports, err := normalizePorts(in.Ports)
+	if err != nil {
+		return "", "", err
+	}
+	return configShape(in.Config, in.ProjectRoot, ports)
+}
+
+func configShape(cfg config.Config, projectRoot string, ports []string) (shape, hash string, err error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
@@ -225,6 +259,9 @@ func ConfigShape(cfg config.Config, projectRoot string) (shape, hash string, err
 	}
 	root, _ := json.Marshal(projectRoot)
 	kept["project"] = root
+	if len(ports) > 0 {
+		kept["ports"], _ = json.Marshal(ports)
+	}
 	out, err := json.Marshal(kept)
 	if err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
@@ -253,6 +290,74 @@ func ShapeDiff(oldShape, newShape string) []string {
 	}
 	slices.Sort(diff)
 	return diff
+}
+
+// LoopbackIP is the only host address sbx publishes ports on.
+const LoopbackIP = "127.0.0.1"
+
+// CanPublish reports whether a sandbox on network can publish ports: none has no ports to
+// publish, container:<name> cannot, and host would expose the sandbox's listeners on every
+// host address.
+func CanPublish(network string) error {
+	n := container.NetworkMode(network)
+	switch {
+	case n.IsNone(), n.IsHost(), n.IsContainer():
+		return fmt.Errorf("network %s cannot publish ports on %s; use bridge or a user-defined network", network, LoopbackIP)
+	}
+	return nil
+}
+
+// normalizePorts checks container ports written PORT/PROTO (or PORT, meaning tcp) and
+// returns them sorted, without duplicates, as PORT/PROTO.
+func normalizePorts(ports []string) ([]string, error) {
+	out := make([]string, 0, len(ports))
+	for _, raw := range ports {
+		num, proto, _ := strings.Cut(raw, "/")
+		if proto == "" {
+			proto = "tcp"
+		}
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 1 || n > 65535 || !slices.Contains([]string{"tcp", "udp", "sctp"}, proto) {
+			return nil, fmt.Errorf("port %q: want a container port such as 9222/tcp", raw)
+		}
+		out = append(out, strconv.Itoa(n)+"/"+proto)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// loopbackPorts publishes each port on LoopbackIP with an engine-chosen host port.
+func loopbackPorts(ports []string, network string) (nat.PortSet, nat.PortMap, error) {
+	norm, err := normalizePorts(ports)
+	if err != nil || len(norm) == 0 {
+		return nil, nil, err
+	}
+	if err := CanPublish(network); err != nil {
+		return nil, nil, err
+	}
+	exposed, bindings := nat.PortSet{}, nat.PortMap{}
+	for _, p := range norm {
+		exposed[nat.Port(p)] = struct{}{}
+		bindings[nat.Port(p)] = []nat.PortBinding{{HostIP: LoopbackIP, HostPort: ""}}
+	}
+	return exposed, bindings, nil
+}
+
+// containerEnv is the config's variables, sorted, with the one-off ones replacing any of the
+// same name and appended last.
+func containerEnv(env map[string]string, oneOff []string) ([]string, error) {
+	env = maps.Clone(env)
+	var extra []string
+	for i, kv := range oneOff {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || strings.ContainsRune(kv, 0) {
+			// Its text may be a secret, so the message does not show it.
+			return nil, fmt.Errorf("one-off variable %d is not NAME=VALUE", i+1)
+		}
+		delete(env, name)
+		extra = append(extra, kv)
+	}
+	return append(envList(env), extra...), nil
 }
 
 func envList(env map[string]string) []string {

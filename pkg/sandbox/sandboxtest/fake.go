@@ -37,6 +37,7 @@ type FakeEngine struct {
 	ContainerListFn        func(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerStopFn        func(ctx context.Context, containerID string, options container.StopOptions) error
 	ContainerRemoveFn      func(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerLogsFn        func(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerExecCreateFn  func(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttachFn  func(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
 	ContainerExecInspectFn func(ctx context.Context, execID string) (container.ExecInspect, error)
@@ -147,6 +148,13 @@ func (f *FakeEngine) ContainerRemove(ctx context.Context, containerID string, op
 		return f.unstubbed("ContainerRemove")
 	}
 	return f.ContainerRemoveFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error) {
+	if f.ContainerLogsFn == nil {
+		return nil, f.unstubbed("ContainerLogs")
+	}
+	return f.ContainerLogsFn(ctx, containerID, options)
 }
 
 func (f *FakeEngine) ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error) {

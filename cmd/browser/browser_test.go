@@ -1,0 +1,265 @@
+package browser
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+const allowBrowser = "tools: {allow: [exec, read, write, browser], deny: []}\n"
+
+func TestNewCmdBrowserFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    BrowserOptions
+		wantErr string
+	}{
+		{args: nil, want: BrowserOptions{}},
+		{args: []string{"-n", "web", "--headless", "--json"}, want: BrowserOptions{Name: "web", Headless: true, JSON: true}},
+		{args: []string{"-n", "Bad Name"}, wantErr: "invalid sandbox name"},
+		{args: []string{"extra"}, wantErr: "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			ios, _, _, _ := iostreams.Test()
+			f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
+			var got *BrowserOptions
+			cmd := NewCmdBrowser(f, func(_ context.Context, o *BrowserOptions) error { got = o; return nil })
+			cmd.SetArgs(tt.args)
+			cmd.SetOut(io.Discard)
+			cmd.SilenceUsage, cmd.SilenceErrors = true, true
+			err := cmd.Execute()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != tt.want.Name || got.Headless != tt.want.Headless || got.JSON != tt.want.JSON {
+				t.Errorf("%+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// env is a project with an optional .sbx.yaml and a factory whose engine is eng; a nil eng
+// fails the test when dialled.
+type env struct {
+	f        *cmdutil.Factory
+	out, err *bytes.Buffer
+	project  string
+}
+
+func newEnv(t *testing.T, projectFile string, eng sandbox.Engine) *env {
+	t.Helper()
+	project := filepath.Join(t.TempDir(), "app")
+	if err := os.Mkdir(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if projectFile != "" {
+		if err := os.WriteFile(filepath.Join(project, ".sbx.yaml"), []byte(projectFile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ios, _, out, errOut := iostreams.Test()
+	f := cmdutil.TestFactory(ios, map[string]string{}, t.TempDir(), project, time.Now(), eng)
+	f.Global.ProjectDir = project
+	if eng == nil {
+		f.Engine = func(context.Context) (sandbox.Engine, error) {
+			t.Error("the engine was dialled")
+			return nil, errors.New("no engine")
+		}
+	}
+	return &env{f: f, out: out, err: errOut, project: project}
+}
+
+func (e *env) run(opts BrowserOptions) error {
+	opts.IO, opts.Factory = e.f.IOStreams, e.f
+	return browserRun(context.Background(), &opts)
+}
+
+func TestBrowserRunDeniedByDefault(t *testing.T) {
+	e := newEnv(t, "", nil)
+	err := e.run(BrowserOptions{})
+	var pe *config.PolicyError
+	if !errors.As(err, &pe) || !strings.Contains(errs.Hint(err), `remove "browser" from tools.deny`) {
+		t.Fatalf("err = %v, hint %q", err, errs.Hint(err))
+	}
+	if errs.ExitCode(err) != errs.CodeFailure {
+		t.Errorf("exit %d", errs.ExitCode(err))
+	}
+}
+
+func TestBrowserRunNeedsPublishableNetwork(t *testing.T) {
+	e := newEnv(t, allowBrowser+"network: none\n", nil)
+	err := e.run(BrowserOptions{Headless: true})
+	if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "project:"+filepath.Join(e.project, ".sbx.yaml")) {
+		t.Fatalf("err = %v, hint %q", err, errs.Hint(err))
+	}
+}
+
+// fakeBrowser is an engine on which one browser sandbox starts (or exits, with state), its
+// DevTools port served by a local test server.
+type fakeBrowser struct {
+	*sandboxtest.FakeEngine
+	name    string
+	cfg     *container.Config
+	host    *container.HostConfig
+	state   container.State
+	removed bool
+}
+
+func newFakeBrowser(t *testing.T) *fakeBrowser {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"Browser": "Chrome/120.0.6099.224", "webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/77aa"}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, cdpPort, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	fb := &fakeBrowser{state: container.State{Status: "running", Running: true}}
+	fb.FakeEngine = &sandboxtest.FakeEngine{
+		T: t,
+		ImageInspectFn: func(_ context.Context, ref string) (image.InspectResponse, error) {
+			return image.InspectResponse{ID: "sha256:" + ref}, nil
+		},
+		ContainerCreateFn: func(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
+			fb.name, fb.cfg, fb.host = name, cfg, host
+			return container.CreateResponse{ID: "b1"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) {
+			if id != "b1" {
+				return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such container: " + id)
+			}
+			ports := nat.PortMap{sandbox.BrowserCDPPort: {{HostIP: "127.0.0.1", HostPort: cdpPort}}}
+			if _, ok := fb.host.PortBindings[sandbox.BrowserNoVNCPort]; ok {
+				ports[sandbox.BrowserNoVNCPort] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: "40080"}}
+			}
+			st := fb.state
+			return container.InspectResponse{
+				ContainerJSONBase: &container.ContainerJSONBase{ID: "b1", State: &st},
+				Config:            fb.cfg,
+				NetworkSettings:   &container.NetworkSettings{NetworkSettingsBase: container.NetworkSettingsBase{Ports: ports}},
+			}, nil
+		},
+		ContainerLogsFn: func(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {
+			var buf bytes.Buffer
+			_, _ = stdcopy.NewStdWriter(&buf, stdcopy.Stderr).Write([]byte("sbx-browser: chromium exited with status 1; stopping the rest\n"))
+			return io.NopCloser(&buf), nil
+		},
+		ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { fb.removed = true; return nil },
+	}
+	return fb
+}
+
+func TestBrowserRun(t *testing.T) {
+	fb := newFakeBrowser(t)
+	e := newEnv(t, allowBrowser, fb)
+	if err := e.run(BrowserOptions{}); err != nil {
+		t.Fatalf("%v\n%s", err, e.err)
+	}
+	def := config.DefaultName(e.project)
+	if fb.name != sandbox.ContainerName(def+"-browser") {
+		t.Errorf("container %q, want the project's name with -browser", fb.name)
+	}
+	if fb.cfg.Image != images.BrowserTag || fb.cfg.Labels[sandbox.LabelProfile] != images.ProfileBrowser || fb.host.NetworkMode != "bridge" {
+		t.Errorf("image %s profile %s network %s", fb.cfg.Image, fb.cfg.Labels[sandbox.LabelProfile], fb.host.NetworkMode)
+	}
+	var password string
+	for _, kv := range fb.cfg.Env {
+		if v, ok := strings.CutPrefix(kv, sandbox.BrowserPasswordEnv+"="); ok {
+			password = v
+		}
+	}
+	if len(password) != 8 {
+		t.Fatalf("password %q in %v", password, fb.cfg.Env)
+	}
+	lines := strings.Split(strings.TrimSpace(e.out.String()), "\n")
+	want := []string{"ENDPOINT\tURL\tPASSWORD", "cdp\tws://127.0.0.1:", "novnc\thttp://127.0.0.1:40080/vnc.html\t" + password}
+	if len(lines) != 3 || lines[0] != want[0] || !strings.HasPrefix(lines[1], want[1]) || !strings.HasSuffix(lines[1], "/devtools/browser/77aa\t-") || lines[2] != want[2] {
+		t.Errorf("stdout:\n%s", e.out)
+	}
+	if strings.Contains(e.err.String(), password) || !strings.Contains(e.err.String(), "sbx rm -f "+def+"-browser") {
+		t.Errorf("stderr:\n%s", e.err)
+	}
+	if strings.Contains(fb.cfg.Labels[sandbox.LabelConfig], password) {
+		t.Error("the password is in the config label")
+	}
+}
+
+func TestBrowserRunHeadlessJSON(t *testing.T) {
+	fb := newFakeBrowser(t)
+	e := newEnv(t, allowBrowser, fb)
+	if err := e.run(BrowserOptions{Name: "shot", Headless: true, JSON: true}); err != nil {
+		t.Fatalf("%v\n%s", err, e.err)
+	}
+	var res Result
+	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, e.out)
+	}
+	if res.Name != "shot" || res.Container != "sbx-shot" || res.ID != "b1" || !res.Headless || res.Browser != "Chrome/120.0.6099.224" ||
+		!strings.HasPrefix(res.Endpoints.CDP.URL, "ws://127.0.0.1:") || res.Endpoints.NoVNC != nil {
+		t.Errorf("%+v", res)
+	}
+	if strings.Contains(e.out.String(), "password") {
+		t.Errorf("headless output has a password field: %s", e.out)
+	}
+	if !slices.Contains(fb.cfg.Env, "SBX_BROWSER_HEADLESS=1") || len(fb.host.PortBindings) != 1 {
+		t.Errorf("env %v bindings %v", fb.cfg.Env, fb.host.PortBindings)
+	}
+}
+
+func TestBrowserRunStartFailure(t *testing.T) {
+	fb := newFakeBrowser(t)
+	fb.state = container.State{Status: "exited", ExitCode: 1}
+	e := newEnv(t, allowBrowser, fb)
+	err := e.run(BrowserOptions{Name: "shot", Headless: true})
+	if err == nil || !strings.Contains(err.Error(), `browser sandbox "shot" did not start`) || !fb.removed {
+		t.Fatalf("err = %v, removed %v", err, fb.removed)
+	}
+	if !strings.Contains(e.err.String(), "  sbx-browser: chromium exited with status 1") || e.out.Len() != 0 {
+		t.Errorf("stdout %q stderr %q", e.out, e.err)
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	long := strings.Repeat("a", 56) + "-0a1b2c"
+	for in, want := range map[string]string{
+		"app-0a1b2c": "app-0a1b2c-browser",
+		long:         strings.Repeat("a", 48) + "-0a1b2c-browser",
+	} {
+		got := DefaultName(in)
+		if got != want || len(got) > 63 || config.ValidName(got) != nil {
+			t.Errorf("DefaultName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// Ports and variables of the browser image's entrypoint (images/sbx-browser-entrypoint.sh).
+const (
+	BrowserCDPPort     = "9222/tcp" // Chromium's DevTools protocol, relayed from its loopback
+	BrowserNoVNCPort   = "6080/tcp" // noVNC in front of the VNC server, unless headless
+	BrowserHeadlessEnv = "SBX_BROWSER_HEADLESS"
+	BrowserPasswordEnv = "SBX_VNC_PASSWORD"
+)
+
+// BrowserStartTimeout is how long StartBrowser waits for Chromium's DevTools endpoint.
+const BrowserStartTimeout = 30 * time.Second
+
+// vncPasswordLen is what VNC authentication reads of a password: its first 8 characters.
+const vncPasswordLen = 8
+
+// browserLogLines is how much of a failed browser's log is kept to explain the failure.
+const browserLogLines = 20
+
+// BrowserOptions tune StartBrowser.
+type BrowserOptions struct {
+	// Timeout bounds the wait for /json/version; 0 means BrowserStartTimeout.
+	Timeout time.Duration
+	// Rand is the source of the VNC password; nil means crypto/rand.
+	Rand io.Reader
+}
+
+// Browser is a started browser sandbox and how to reach it from the host.
+type Browser struct {
+	Sandbox  *Sandbox
+	Headless bool
+	// Version is Chromium's product string from /json/version, e.g. "Chrome/120.0.6099.224".
+	Version string
+	// CDP is the DevTools WebSocket URL on the published host port.
+	CDP string
+	// NoVNC is the noVNC page on the published host port, "" when headless.
+	NoVNC string
+	// Password is the one-off VNC password, "" when headless. It is stored nowhere else.
+	Password string
+	// HostPorts maps each published container port ("9222/tcp") to its port on 127.0.0.1.
+	HostPorts map[string]string
+}
+
+// BrowserHeadless reports whether env makes the browser image run headless, read as its
+// entrypoint reads SBX_BROWSER_HEADLESS.
+func BrowserHeadless(env map[string]string) bool {
+	switch env[BrowserHeadlessEnv] {
+	case "1", "true", "yes":
+		return true
+	}
+	return false
+}
+
+// StartBrowser creates and starts a new browser sandbox from in (whose config should be the
+// browser profile's) and waits until Chromium answers on its published DevTools port. The
+// ports are published on 127.0.0.1 only. Unless the config makes it headless, a one-off VNC
+// password is generated and passed as a container variable. A sandbox of that name must
+// not exist: its password could not be recovered. When the browser does not come up, the
+// sandbox is removed and a *BrowserStartError carries the end of its log.
+func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOptions) (*Browser, error) {
+	if err := CanPublish(in.Config.Network); err != nil {
+		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: %w", in.Name, err), "set network: bridge for this sandbox")
+	}
+	switch _, err := m.Inspect(ctx, in.Name); {
+	case err == nil:
+		return nil, &BrowserExistsError{Name: in.Name}
+	case !IsNotFound(err):
+		return nil, err
+	}
+
+	b := &Browser{Headless: BrowserHeadless(in.Config.Env), HostPorts: map[string]string{}}
+	in.Ports = []string{BrowserCDPPort}
+	in.OneOffEnv = slices.Clone(in.OneOffEnv)
+	if !b.Headless {
+		pw, err := vncPassword(opts.Rand)
+		if err != nil {
+			return nil, err
+		}
+		b.Password = pw
+		in.Ports = append(in.Ports, BrowserNoVNCPort)
+		in.OneOffEnv = append(in.OneOffEnv, BrowserPasswordEnv+"="+pw)
+	}
+	sb, err := m.create(ctx, in)
+	if cerrdefs.IsConflict(err) {
+		return nil, &BrowserExistsError{Name: in.Name}
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.Sandbox = sb
+	if err := m.start(ctx, sb); err != nil {
+		return nil, m.discardBrowser(ctx, sb, err)
+	}
+	sb.Status = "running"
+
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = BrowserStartTimeout
+	}
+	hostPorts, version, err := m.waitForBrowser(ctx, sb, in.Ports, timeout)
+	if err != nil {
+		return nil, m.discardBrowser(ctx, sb, err)
+	}
+	b.HostPorts, b.Version = hostPorts, version.Browser
+	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort])
+	if err != nil {
+		return nil, m.discardBrowser(ctx, sb, err)
+	}
+	if !b.Headless {
+		b.NoVNC = "http://" + net.JoinHostPort(LoopbackIP, hostPorts[BrowserNoVNCPort]) + "/vnc.html"
+	}
+	return b, nil
+}
+
+// vncPassword returns a random password of the length VNC reads, from letters and digits
+// so it can be typed; 62^8 is about 2^47.
+func vncPassword(r io.Reader) (string, error) {
+	if r == nil {
+		r = rand.Reader
+	}
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	out := make([]byte, 0, vncPasswordLen)
+	buf := make([]byte, 1)
+	for len(out) < vncPasswordLen {
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", errs.Failure(fmt.Errorf("generating the VNC password: %w", err), "")
+		}
+		// Bytes past the last whole multiple of the alphabet would favour its first letters.
+		if int(buf[0]) < 256-256%len(alphabet) {
+			out = append(out, alphabet[int(buf[0])%len(alphabet)])
+		}
+	}
+	return string(out), nil
+}
+
+// cdpVersion is the part of Chromium's /json/version that sbx reads.
+type cdpVersion struct {
+	Browser              string `json:"Browser"`
+	WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+}
+
+// browserPoll is the pause between two checks of a starting browser.
+const browserPoll = 250 * time.Millisecond
+
+// waitForBrowser polls until /json/version answers through the published DevTools port. It
+// returns early when the container stops, and refuses any port bound beyond loopback.
+func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []string, timeout time.Duration) (map[string]string, cdpVersion, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// No proxy: the request must go to this host's loopback and nowhere else.
+	hc := &http.Client{
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+		Timeout:       2 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	defer hc.CloseIdleConnections()
+	var last error
+	for {
+		info, err := m.Engine.ContainerInspect(wctx, sb.ID)
+		switch {
+		case err != nil && wctx.Err() != nil:
+		case err != nil:
+			return nil, cdpVersion{}, engineErr(fmt.Sprintf("inspecting browser sandbox %q", sb.Name), err)
+		case info.State != nil && !info.State.Running && info.State.Status != "created":
+			return nil, cdpVersion{}, fmt.Errorf("the container stopped (%s, exit status %d) before Chromium answered", info.State.Status, info.State.ExitCode)
+		default:
+			hostPorts, err := publishedPorts(info, ports)
+			if err != nil {
+				return nil, cdpVersion{}, err
+			}
+			if hostPorts != nil {
+				v, err := fetchVersion(wctx, hc, hostPorts[BrowserCDPPort])
+				if err == nil {
+					return hostPorts, v, nil
+				}
+				last = err
+			}
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, cdpVersion{}, ctx.Err()
+			}
+			msg := fmt.Sprintf("Chromium's DevTools endpoint did not answer within %s", timeout)
+			if last != nil {
+				msg += " (last try: " + last.Error() + ")"
+			}
+			return nil, cdpVersion{}, errors.New(msg)
+		case <-time.After(browserPoll):
+		}
+	}
+}
+
+// publishedPorts maps each wanted container port to its host port, or returns nil while the
+// engine has not reported them all. A binding on any address but 127.0.0.1 is an error: sbx
+// never exposes a sandbox beyond this host.
+func publishedPorts(info container.InspectResponse, want []string) (map[string]string, error) {
+	if info.NetworkSettings == nil {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for port, bindings := range info.NetworkSettings.Ports {
+		for _, b := range bindings {
+			if b.HostIP != LoopbackIP {
+				return nil, fmt.Errorf("port %s is published on %q, not only on %s; refusing to use it", port, b.HostIP, LoopbackIP)
+			}
+			if b.HostPort != "" {
+				out[string(port)] = b.HostPort
+			}
+		}
+	}
+	for _, p := range want {
+		if out[p] == "" {
+			return nil, nil
+		}
+	}
+	return out, nil
+}
+
+// fetchVersion asks Chromium for /json/version through host port hostPort on loopback.
+func fetchVersion(ctx context.Context, hc *http.Client, hostPort string) (cdpVersion, error) {
+	var v cdpVersion
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(LoopbackIP, hostPort)+"/json/version", nil)
+	if err != nil {
+		return v, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("/json/version answered %s", resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
+		return v, fmt.Errorf("/json/version: %w", err)
+	}
+	if v.WebSocketDebuggerURL == "" {
+		return v, errors.New("/json/version has no webSocketDebuggerUrl")
+	}
+	return v, nil
+}
+
+// hostWebSocketURL points Chromium's debugger URL, which names the address Chromium listens
+// on inside the sandbox, at the published host port instead.
+func hostWebSocketURL(raw, hostPort string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "ws" || !strings.HasPrefix(u.Path, "/devtools/") {
+		return "", fmt.Errorf("unexpected webSocketDebuggerUrl %q from Chromium", raw)
+	}
+	u.Host = net.JoinHostPort(LoopbackIP, hostPort)
+	return u.String(), nil
+}
+
+// discardBrowser removes a browser sandbox that failed to come up and returns cause as a
+// *BrowserStartError with the end of its log. It runs even when ctx was cancelled, so an
+// interrupted start leaves nothing behind.
+func (m *Manager) discardBrowser(ctx context.Context, sb *Sandbox, cause error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	tail := m.logTail(cctx, sb.ID, browserLogLines)
+	if err := m.removeContainer(cctx, sb, true); err != nil {
+		cause = fmt.Errorf("%w; removing it also failed: %v", cause, err)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &BrowserStartError{Name: sb.Name, Err: cause, Tail: tail}
+}
+
+// logTail returns the last n lines of a container's log; it is only for explaining a
+// failure, so an error leaves it empty.
+func (m *Manager) logTail(ctx context.Context, id string, n int) []string {
+	rc, err := m.Engine.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(n)})
+	if err != nil {
+		return nil
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	_, _ = stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 1<<20))
+	var lines []string
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		if l := strings.TrimRight(sc.Text(), "\r"); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+// BrowserStartError is a browser sandbox that did not come up; it has been removed.
+type BrowserStartError struct {
+	Name string
+	Err  error
+	Tail []string // the last lines of its log
+}
+
+func (e *BrowserStartError) Error() string {
+	return fmt.Sprintf("browser sandbox %q did not start: %v", e.Name, e.Err)
+}
+func (e *BrowserStartError) Unwrap() error { return e.Err }
+func (e *BrowserStartError) ExitCode() int { return errs.CodeFailure }
+func (e *BrowserStartError) Hint() string {
+	if len(e.Tail) == 0 {
+		return "the sandbox was removed; try again, and run sbx doctor if it keeps failing"
+	}
+	return "the sandbox was removed; the end of its log above says why"
+}
+
+// Summary is the end of the failed browser's log, as printed before the error.
+func (e *BrowserStartError) Summary() string {
+	if len(e.Tail) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "last %d lines of the browser sandbox's log:\n", len(e.Tail))
+	for _, l := range e.Tail {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}
+
+// BrowserExistsError is a browser start refused because the sandbox name is taken.
+type BrowserExistsError struct{ Name string }
+
+func (e *BrowserExistsError) Error() string {
+	return fmt.Sprintf("sandbox %q already exists", e.Name)
+}
+func (e *BrowserExistsError) ExitCode() int { return errs.CodeFailure }
+func (e *BrowserExistsError) Hint() string {
+	return fmt.Sprintf("sbx browser starts a new sandbox each time, since its one-off password is kept nowhere: remove the old one with \"sbx rm -f %s\", or pick another name with -n", e.Name)
+}

@@ -1,0 +1,255 @@
+package sandbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+// browserEngine fakes an engine on which a browser sandbox starts: the published DevTools
+// port is a local test server's, so the wait really goes over loopback HTTP.
+type browserEngine struct {
+	fake      *sandboxtest.FakeEngine
+	created   *container.Config
+	host      *container.HostConfig
+	removed   []string
+	state     container.State
+	bindings  nat.PortMap
+	logs      string
+	inspectBy []string
+}
+
+func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
+	e := &browserEngine{state: container.State{Status: "running", Running: true}}
+	e.bindings = nat.PortMap{
+		sandbox.BrowserCDPPort:   {{HostIP: "127.0.0.1", HostPort: cdpPort}},
+		sandbox.BrowserNoVNCPort: {{HostIP: "127.0.0.1", HostPort: "49999"}},
+	}
+	e.fake = &sandboxtest.FakeEngine{
+		T: t,
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+			return image.InspectResponse{ID: "sha256:img"}, nil
+		},
+		ContainerCreateFn: func(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
+			e.created, e.host = cfg, host
+			return container.CreateResponse{ID: "c1"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) {
+			e.inspectBy = append(e.inspectBy, id)
+			if id != "c1" || e.created == nil {
+				return container.InspectResponse{}, errNotFound
+			}
+			ports := nat.PortMap{}
+			for p, b := range e.bindings {
+				if _, ok := e.host.PortBindings[p]; ok {
+					ports[p] = b
+				}
+			}
+			st := e.state
+			return container.InspectResponse{
+				ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &st},
+				Config:            e.created,
+				NetworkSettings:   &container.NetworkSettings{NetworkSettingsBase: container.NetworkSettingsBase{Ports: ports}},
+			}, nil
+		},
+		ContainerLogsFn: func(_ context.Context, id string, o container.LogsOptions) (io.ReadCloser, error) {
+			if o.Tail != "20" || !o.ShowStderr || !o.ShowStdout {
+				t.Errorf("logs options %+v", o)
+			}
+			var buf bytes.Buffer
+			_, _ = stdcopy.NewStdWriter(&buf, stdcopy.Stderr).Write([]byte(e.logs))
+			return io.NopCloser(&buf), nil
+		},
+		ContainerRemoveFn: func(_ context.Context, id string, o container.RemoveOptions) error {
+			if !o.Force {
+				t.Errorf("remove %s without force", id)
+			}
+			e.removed = append(e.removed, id)
+			return nil
+		},
+	}
+	return e
+}
+
+// devtools serves /json/version as Chromium does, naming its own in-sandbox address.
+func devtools(t *testing.T, status int) (port string) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/json/version" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"Browser": "HeadlessChrome/120.0.6099.224", "webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/0f1e"}`)
+	}))
+	t.Cleanup(srv.Close)
+	_, port, _ = net.SplitHostPort(srv.Listener.Addr().String())
+	return port
+}
+
+func browserInput(headless bool) sandbox.SpecInput {
+	in := specInput()
+	in.Name = "app-123456-browser"
+	in.Config.Image = images.BrowserTag
+	in.Config.Profile = images.ProfileBrowser
+	in.Config.Network = "bridge"
+	if headless {
+		in.Config.Env = map[string]string{"LANG": "C.UTF-8", sandbox.BrowserHeadlessEnv: "1"}
+	}
+	return in
+}
+
+func TestStartBrowserDesktop(t *testing.T) {
+	port := devtools(t, http.StatusOK)
+	e := newBrowserEngine(t, port)
+	m := fakeManager(t, e.fake)
+	// 255 is skipped (it would bias the alphabet), then a, b, ... map to a, b, ...
+	rnd := bytes.NewReader([]byte{255, 0, 1, 2, 3, 26, 27, 52, 61})
+	b, err := m.StartBrowser(context.Background(), browserInput(false), sandbox.BrowserOptions{Rand: rnd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Password != "abcdAB09" {
+		t.Errorf("password %q", b.Password)
+	}
+	if want := "ws://127.0.0.1:" + port + "/devtools/browser/0f1e"; b.CDP != want {
+		t.Errorf("cdp %q, want %q", b.CDP, want)
+	}
+	if b.NoVNC != "http://127.0.0.1:49999/vnc.html" || b.Headless || b.Version != "HeadlessChrome/120.0.6099.224" {
+		t.Errorf("%+v", b)
+	}
+	if !slices.Contains(e.created.Env, "SBX_VNC_PASSWORD=abcdAB09") {
+		t.Errorf("env %v lacks the password", e.created.Env)
+	}
+	for k, v := range e.created.Labels {
+		if strings.Contains(v, "abcdAB09") {
+			t.Errorf("label %s carries the password", k)
+		}
+	}
+	for _, p := range []nat.Port{sandbox.BrowserCDPPort, sandbox.BrowserNoVNCPort} {
+		if bs := e.host.PortBindings[p]; len(bs) != 1 || bs[0].HostIP != "127.0.0.1" || bs[0].HostPort != "" {
+			t.Errorf("%s bound as %v", p, bs)
+		}
+	}
+	if !e.host.ReadonlyRootfs || !slices.Equal(e.host.CapDrop, []string{"ALL"}) || e.host.NetworkMode != "bridge" {
+		t.Errorf("hardening lost: %+v", e.host)
+	}
+	if len(e.removed) != 0 {
+		t.Errorf("removed %v", e.removed)
+	}
+}
+
+func TestStartBrowserHeadless(t *testing.T) {
+	e := newBrowserEngine(t, devtools(t, http.StatusOK))
+	m := fakeManager(t, e.fake)
+	b, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{Rand: strings.NewReader("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Headless || b.NoVNC != "" || b.Password != "" || len(b.HostPorts) != 1 {
+		t.Errorf("%+v", b)
+	}
+	if _, ok := e.host.PortBindings[sandbox.BrowserNoVNCPort]; ok {
+		t.Error("noVNC published in headless mode")
+	}
+	for _, kv := range e.created.Env {
+		if strings.HasPrefix(kv, "SBX_VNC_PASSWORD=") {
+			t.Errorf("headless browser got %s", kv)
+		}
+	}
+}
+
+func TestStartBrowserFailures(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(e *browserEngine)
+		status  int
+		wantErr string
+	}{
+		{name: "never answers", status: http.StatusServiceUnavailable, wantErr: "did not answer within 500ms (last try: /json/version answered 503"},
+		{name: "exits", status: http.StatusOK, setup: func(e *browserEngine) {
+			e.state = container.State{Status: "exited", ExitCode: 64}
+		}, wantErr: "stopped (exited, exit status 64)"},
+		{name: "bound beyond loopback", status: http.StatusOK, setup: func(e *browserEngine) {
+			e.bindings[sandbox.BrowserCDPPort] = append(e.bindings[sandbox.BrowserCDPPort], nat.PortBinding{HostIP: "0.0.0.0", HostPort: "40000"})
+		}, wantErr: `published on "0.0.0.0"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newBrowserEngine(t, devtools(t, tt.status))
+			e.logs = "sbx-browser: error: SBX_VNC_PASSWORD is empty\n"
+			if tt.setup != nil {
+				tt.setup(e)
+			}
+			start := time.Now()
+			_, err := fakeManager(t, e.fake).StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{Timeout: 500 * time.Millisecond})
+			var se *sandbox.BrowserStartError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want a BrowserStartError with %q", err, tt.wantErr)
+			}
+			if errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(se.Summary(), "  sbx-browser: error: SBX_VNC_PASSWORD is empty\n") {
+				t.Errorf("exit %d, summary %q", errs.ExitCode(err), se.Summary())
+			}
+			if !slices.Equal(e.removed, []string{"c1"}) {
+				t.Errorf("removed %v, want the failed sandbox", e.removed)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("took %s", time.Since(start))
+			}
+		})
+	}
+}
+
+func TestStartBrowserRefusals(t *testing.T) {
+	t.Run("existing sandbox", func(t *testing.T) {
+		e := newBrowserEngine(t, "1")
+		in := browserInput(true)
+		e.fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
+			return inspectOf(t, in, "running"), nil
+		}
+		_, err := fakeManager(t, e.fake).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
+		var ee *sandbox.BrowserExistsError
+		if !errors.As(err, &ee) || !strings.Contains(errs.Hint(err), "sbx rm -f app-123456-browser") || e.created != nil {
+			t.Errorf("err = %v (hint %q); created %v", err, errs.Hint(err), e.created != nil)
+		}
+	})
+	for _, n := range []string{"none", "host", "container:web"} {
+		t.Run("network "+n, func(t *testing.T) {
+			in := browserInput(true)
+			in.Config.Network = n
+			// No call is stubbed: the refusal comes before the engine is asked anything.
+			_, err := fakeManager(t, &sandboxtest.FakeEngine{}).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
+			if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "network: bridge") {
+				t.Errorf("err = %v, hint %q", err, errs.Hint(err))
+			}
+		})
+	}
+}
+
+func TestBrowserHeadless(t *testing.T) {
+	for v, want := range map[string]bool{"1": true, "true": true, "yes": true, "": false, "0": false, "no": false} {
+		if got := sandbox.BrowserHeadless(map[string]string{sandbox.BrowserHeadlessEnv: v}); got != want {
+			t.Errorf("%q: %v", v, got)
+		}
+	}
+}
