@@ -174,6 +174,14 @@ func checkElement(s string) error {
 	return nil
 }
 
+// StagingDir returns the host directory in which Extract(ctx, r, dst, opts) would create its
+// staging directory, checking dst as Extract does, so a caller can clear leftovers of a killed
+// copy there first.
+func StagingDir(dst string, opts ExtractOptions) (string, error) {
+	pl, err := place(dst, opts.Base, opts.Contents || opts.Base == ".")
+	return pl.dir, err
+}
+
 // placement is where the staged item goes on the host.
 type placement struct {
 	dir       string // holds the staging directory; an os.Root is opened on it

@@ -1,0 +1,758 @@
+package sandbox
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/archive"
+)
+
+// Copies go through an exec in the running sandbox, never through the engine's archive
+// endpoint: that endpoint cannot write into a tmpfs (it reports success and the file never
+// appears), refuses read-only roots, and reads the directory under a tmpfs instead of the
+// tmpfs. An exec sees the sandbox as its commands do, under the sandbox user's permissions,
+// and Exec's watchdog kills it when sbx is interrupted or goes away.
+
+// copyInScript receives a framed tar stream on stdin and puts it in place atomically.
+//
+// Placement follows docker cp. The item is extracted as the sandbox user into a staging
+// directory (PREFIX+ID) created in the directory the final rename goes into, so the rename
+// stays inside one file system. The staging directory is flock'ed for its whole life; a
+// staging directory nobody holds is a leftover of a killed copy and is removed.
+//
+// The stream comes in frames ("LEN\n" then LEN bytes) ended by "0\n", which sbx sends only
+// after the whole tar was written: a stream that stops early (sbx killed, a host file that
+// changed) never lacks just its end-of-archive marker unnoticed, and nothing is renamed.
+//
+// Protocol on stdout: "sbx-cp ready" once the destination is checked and staging exists,
+// "sbx-cp done" when the item is in place, "sbx-cp error KIND [ARG]" (exit 3) otherwise.
+const copyInScript = `export LC_ALL=C
+shopt -s dotglob nullglob
+dst=$1 dstdir=$2 base=$3 kind=$4 mode=$5 owner=$6 id=$7 prefix=$8
+S= P= t= dest= merge=0
+declare -A kept
+say() { printf 'sbx-cp %s\n' "$*"; }
+clean() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwx -- "$1" 2>/dev/null; rm -rf -- "$1"; }; }
+fail() { [ -n "$S" ] && clean "$S"; say error "$@"; exit 3; }
+isdir() { [ -d "$1" ] && [ ! -L "$1" ]; }
+exists() { [ -e "$1" ] || [ -L "$1" ]; }
+parent() { local p=${1%/*}; printf '%s' "${p:-/}"; }
+d=${dst%/}
+if [ -d "$dst" ]; then
+	if [ "$kind" = c ] || [ "$kind" = s ]; then P=$dst merge=1
+	elif isdir "$d/$base"; then
+		[ "$kind" = d ] || fail isdir "$d/$base"
+		P=$d/$base merge=1
+	else
+		P=$dst t=$d/$base
+		[ "$kind" = d ] && exists "$t" && fail notdir "$t"
+	fi
+elif exists "$dst"; then
+	[ "$dstdir" = 0 ] && [ "$kind" = f ] || fail notdir "$dst"
+	P=$(parent "$dst") t=$dst
+else
+	[ "$kind" = s ] && fail nodir "$dst"
+	[ "$dstdir" = 1 ] && [ "$kind" = f ] && fail nodir "$dst"
+	P=$(parent "$dst") t=$dst
+	[ -d "$P" ] || fail nodir "$P"
+fi
+if ! err=$(mkdir -m 700 -- "${P%/}/$prefix$id" 2>&1); then
+	case $err in
+	*"Read-only file system"*) fail rofs "$(stat -c %m -- "$P" 2>/dev/null)";;
+	*"Permission denied"*) fail denied "$P";;
+	*"No space left"*|*"quota exceeded"*) fail nospace "$P";;
+	*) fail mkdir "${err//$'\n'/ }";;
+	esac
+fi
+S=${P%/}/$prefix$id
+{ exec 9<"$S" && flock -n 9; } 2>/dev/null || fail busy "$P"
+trap 'clean "$S"; exit 143' TERM INT HUP
+for old in "${P%/}/$prefix"*; do
+	[ "$old" != "$S" ] && isdir "$old" || continue
+	( exec 8<"$old" && flock -n 8 && clean "$old" ) 2>/dev/null
+done
+I=$S/item root=$S
+if [ "$kind" = c ] || [ "$kind" = s ]; then mkdir -- "$I" || fail mkdir "$I"; root=$I; fi
+own=--no-same-owner
+[ "$owner" = 1 ] && own=--same-owner
+say ready
+recv() {
+	local n
+	while IFS= read -r n; do
+		case $n in
+		0) return 0;;
+		''|*[!0-9]*) return 1;;
+		esac
+		head -c "$n"
+	done
+	return 1
+}
+recv | tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
+st=("${PIPESTATUS[@]}")
+[ "${st[0]}" = 0 ] || fail incomplete
+[ "${st[1]}" = 0 ] || fail tar "${st[1]}"
+exists "$I" || fail empty
+case $kind in
+d) isdir "$I" || fail kind;;
+f) [ -d "$I" ] && fail kind;;
+c) chmod -- "$mode" "$I" || fail mode;;
+esac
+find "$I" ! -type l -perm /6000 -exec chmod ug-s -- {} + || fail strip
+ro=()
+while IFS= read -r -d '' l; do ro+=("$l"); done < <(find "$I" -type d ! -perm -u+w -printf '%m %P\0')
+if [ ${#ro[@]} -gt 0 ]; then find "$I" -type d ! -perm -u+w -exec chmod u+w -- {} + || fail mode; fi
+conflicts() {
+	local e n t
+	kept[/$3]=1
+	for e in "$1"/*; do
+		n=${e##*/} t=${2%/}/$n
+		exists "$t" || continue
+		if isdir "$e"; then
+			isdir "$t" || fail notdir "$t"
+			conflicts "$e" "$t" "${3:+$3/}$n"
+		elif isdir "$t"; then fail isdir "$t"
+		fi
+	done
+}
+merge() {
+	local e n t batch=()
+	for e in "$1"/*; do
+		n=${e##*/} t=${2%/}/$n
+		if isdir "$e" && isdir "$t"; then merge "$e" "$t" || return
+		else batch+=("$e")
+		fi
+	done
+	[ ${#batch[@]} -eq 0 ] || printf '%s\0' "${batch[@]}" | xargs -0 mv -f -t "$2" --
+}
+if [ "$merge" = 1 ]; then
+	conflicts "$I" "$P" ""
+	merge "$I" "$P" || fail move "$P"
+	dest=${P%/}
+else
+	isdir "$t" && fail isdir "$t"
+	mv -f -T -- "$I" "$t" || fail move "$t"
+	dest=$t
+fi
+[ -n "$dest" ] || fail move "$P"
+for l in "${ro[@]}"; do
+	r=${l#* }
+	[ -n "${kept[/$r]}" ] || chmod -- "${l%% *}" "$dest${r:+/$r}" 2>/dev/null
+done
+trap - TERM INT HUP
+clean "$S"
+say done`
+
+// copyOutScript writes the sandbox path $1 as a tar stream on stdout. A symlink named as the
+// source is followed only when asked ($3) or written with a trailing slash ($2); otherwise it
+// is refused here, before any data, unless the raw stream is wanted ($4). With $5 it first
+// reports the tree's size, for a progress bar. Hardlinks are stored as files, so the
+// extractor, which refuses links, sees them as the files they are. Protocol on stderr, as
+// for copyInScript.
+const copyOutScript = `export LC_ALL=C
+src=$1 srcdir=$2 follow=$3 raw=$4 measure=$5
+say() { printf 'sbx-cp %s\n' "$*" >&2; }
+fail() { say error "$@"; exit 3; }
+dir=${src%/*} name=${src##*/}
+member=$name opts=()
+if [ -L "$src" ]; then
+	if [ "$follow" = 1 ] || [ "$srcdir" = 1 ]; then
+		[ -e "$src" ] || fail missing "$src"
+		if [ -d "$src" ]; then member=$name/.; else opts=(--dereference); fi
+	elif [ "$raw" != 1 ]; then
+		fail symlink "$(readlink -- "$src")"
+	fi
+elif [ ! -e "$src" ]; then
+	fail missing "$src"
+fi
+[ "$srcdir" = 1 ] && [ ! -d "$src" ] && fail notdir "$src"
+if [ "$measure" = 1 ]; then
+	say total "$(find -H "$src" -type f -printf '%s\n' 2>/dev/null | awk '{ b += $1; n++ } END { printf "%.0f %.0f", b, n }')"
+fi
+exec tar -c -f - --numeric-owner --hard-dereference "${opts[@]}" -C "${dir:-/}" -- "$member"`
+
+// Kinds of CopyError.
+const (
+	CopyReadOnly   = "rofs"       // the destination's file system is read-only
+	CopyDenied     = "denied"     // the sandbox user may not write there
+	CopyNoSpace    = "nospace"    // the destination's file system is full
+	CopyNoDir      = "nodir"      // a directory the copy needs does not exist
+	CopyNotDir     = "notdir"     // a path that must be a directory is not one
+	CopyIsDir      = "isdir"      // a file would replace a directory
+	CopyMissing    = "missing"    // the source does not exist in the sandbox
+	CopySymlink    = "symlink"    // the source is a symlink and -L was not given
+	CopyOwner      = "owner"      // -a asked for an owner the sandbox user cannot give
+	CopyIncomplete = "incomplete" // the stream into the sandbox ended early
+	CopyFailed     = "failed"     // anything else the sandbox side reported
+)
+
+// CopyError is a copy the sandbox side refused or could not finish. Nothing was put in
+// place: a copy into a sandbox renames its staged item only after a complete stream.
+type CopyError struct {
+	Kind    string // one of the Copy* kinds
+	Sandbox string
+	Path    string // the sandbox path concerned
+	Mount   string // CopyReadOnly: the mount point holding Path inside the sandbox
+	Target  string // CopySymlink: where the link points
+	Detail  string // what tar or the script said, control characters removed
+}
+
+func (e *CopyError) Error() string {
+	at := fmt.Sprintf("%s:%s", e.Sandbox, e.Path)
+	switch e.Kind {
+	case CopyReadOnly:
+		return fmt.Sprintf("cannot write to %s: the file system mounted at %s is read-only", at, e.Mount)
+	case CopyDenied:
+		return fmt.Sprintf("cannot write to %s: the sandbox user has no write permission there", at)
+	case CopyNoSpace:
+		return fmt.Sprintf("cannot write to %s: no space left on its file system in the sandbox", at)
+	case CopyNoDir:
+		return fmt.Sprintf("directory %s does not exist", at)
+	case CopyNotDir:
+		return fmt.Sprintf("%s is not a directory", at)
+	case CopyIsDir:
+		return fmt.Sprintf("cannot overwrite directory %s with a file", at)
+	case CopyMissing:
+		return fmt.Sprintf("%s does not exist", at)
+	case CopySymlink:
+		return fmt.Sprintf("%s is a symlink (to %q)", at, e.Target)
+	case CopyOwner:
+		return fmt.Sprintf("cannot keep file owners in %s: %s", at, e.Detail)
+	case CopyIncomplete:
+		return fmt.Sprintf("the copy into %s was cut short; nothing was written", at)
+	}
+	if e.Detail != "" {
+		return fmt.Sprintf("copying %s failed: %s", at, e.Detail)
+	}
+	return fmt.Sprintf("copying %s failed", at)
+}
+
+// Hint says what to do instead.
+func (e *CopyError) Hint() string {
+	switch e.Kind {
+	case CopyReadOnly:
+		return "copy into a writable place such as /tmp"
+	case CopyDenied:
+		return "copy into a directory the sandbox user owns, such as /tmp"
+	case CopyNoSpace:
+		return "free space there, or copy somewhere larger; tmpfs sizes come from the tmpfs key (sbx explain shows them)"
+	case CopySymlink:
+		return "pass -L/--follow-link to copy what it points to"
+	case CopyOwner:
+		return "drop -a so the files belong to the sandbox user, or give them to the sandbox user on the host first"
+	}
+	return ""
+}
+
+// CopyInOptions describe a copy from the host into a sandbox.
+type CopyInOptions struct {
+	// Dst is the absolute sandbox path; DstIsDir says it was written with a trailing slash.
+	Dst      string
+	DstIsDir bool
+	// Src is the host file or directory; Contents copies what is inside the directory Src
+	// (SRC/.). FollowLink follows Src itself when it is a symlink.
+	Src        string
+	Contents   bool
+	FollowLink bool
+	// KeepOwner keeps the host uid and gid (sbx cp -a). The sandbox has no capabilities,
+	// so its user can only give files to itself (and to groups it is in): any other owner
+	// fails the copy with a CopyOwner error, and nothing is written.
+	KeepOwner bool
+	// Stream, when set instead of Src, is a tar stream (sbx cp - NAME:DIR) whose entries
+	// are extracted into the existing directory Dst by the sandbox's tar.
+	Stream io.Reader
+	// Progress, if set, gets running totals of what has been sent.
+	Progress func(archive.Stats)
+}
+
+// CopyOutOptions describe a copy from a sandbox to the host.
+type CopyOutOptions struct {
+	// Src is the absolute sandbox path; SrcIsDir says it must be a directory (a trailing
+	// slash); Contents copies what is inside it (SRC/.). FollowLink follows Src itself when
+	// it is a symlink.
+	Src        string
+	SrcIsDir   bool
+	Contents   bool
+	FollowLink bool
+	// Dst is the host path, given to archive.Extract with the caps below (0: the default).
+	Dst        string
+	MaxBytes   int64
+	MaxEntries int
+	MaxDepth   int
+	// Stream, when set instead of Dst, receives the sandbox's raw tar stream (sbx cp
+	// NAME:PATH -); it is the caller's to treat as untrusted.
+	Stream io.Writer
+	// Progress, if set, gets running totals of what has been received.
+	Progress func(archive.Stats)
+	// Totals, if set, asks the sandbox first for the size of the tree (its own claim, for a
+	// progress bar only) and gets it before any data.
+	Totals func(bytes int64, files int)
+}
+
+// CopyResult is what a copy moved.
+type CopyResult struct {
+	Stats    archive.Stats
+	Duration time.Duration
+}
+
+// errStreamEnded ends the tar stream that sbx reads when the sandbox side failed, so the
+// extractor never commits what it read.
+var errStreamEnded = errors.New("the sandbox side of the copy failed")
+
+// CopyIn copies a host file or directory, or a tar stream, into the running sandbox sb.
+// The item appears at its destination complete or not at all; staging leftovers of killed
+// copies in that directory are removed first. Cancelling ctx stops the copy and kills the
+// sandbox side.
+func (m *Manager) CopyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions) (*CopyResult, error) {
+	start := m.Now()
+	kind, base, mode, err := copyInSource(opts)
+	if err != nil {
+		return nil, err
+	}
+	cmd := []string{"bash", "-c", copyInScript, "sbx-cp", opts.Dst, copyFlag(opts.DstIsDir), base, kind,
+		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), newExecID(), archive.StagingPrefix}
+
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	proto := newProtoWriter(nil)
+	stderr := newProtoWriter(nil)
+	type outcome struct {
+		res *ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := m.Exec(ctx, sb, ExecOptions{Cmd: cmd, Interactive: true, Stdin: pr, Stdout: proto, Stderr: stderr})
+		// Unblock a sender whose data nobody reads any more.
+		pr.CloseWithError(errStreamEnded)
+		done <- outcome{res, err}
+	}()
+
+	type sendResult struct {
+		stats archive.Stats
+		err   error
+	}
+	var sent sendResult
+	var out outcome
+	select {
+	case <-proto.ready:
+		sending := make(chan sendResult, 1)
+		go func() {
+			stats, err := sendTar(ctx, pw, opts)
+			pw.CloseWithError(err) // nil: a plain close
+			sending <- sendResult{stats, err}
+		}()
+		select {
+		case sent = <-sending:
+			out = <-done
+		case out = <-done:
+			// The sandbox side ended first; a sender still blocked reading its source (a
+			// stdin that stays open) is left behind rather than waited for.
+			select {
+			case sent = <-sending:
+			case <-time.After(time.Second):
+				sent.err = errStreamEnded
+			}
+		}
+	case out = <-done:
+		pw.Close()
+	}
+	stats, sendErr := sent.stats, sent.err
+	if err := parent.Err(); err != nil {
+		return nil, err
+	}
+	if perr := proto.failure(sb.Name, opts.Dst, stderr.text()); perr != nil {
+		// The source's own error says more than the sandbox seeing the stream stop.
+		if sendErr != nil && !errors.Is(sendErr, errStreamEnded) && perr.Kind == CopyIncomplete {
+			return nil, sendErr
+		}
+		return nil, perr
+	}
+	if sendErr != nil && !errors.Is(sendErr, errStreamEnded) {
+		return nil, sendErr
+	}
+	if out.err != nil {
+		return nil, out.err
+	}
+	if out.res.ExitCode != 0 || !proto.finished() {
+		return nil, &CopyError{Kind: CopyFailed, Sandbox: sb.Name, Path: opts.Dst,
+			Detail: fmt.Sprintf("exit status %d%s", out.res.ExitCode, copyDetail(stderr.text()))}
+	}
+	return &CopyResult{Stats: stats, Duration: m.Now().Sub(start)}, nil
+}
+
+func copyFlag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// copyInSource says what the source is: kind f (file), d (directory), c (a directory's
+// contents) or s (a tar stream); the name it lands under in an existing directory; and, for
+// contents, the directory's mode.
+func copyInSource(opts CopyInOptions) (kind, base string, mode fs.FileMode, err error) {
+	if !path.IsAbs(opts.Dst) {
+		return "", "", 0, fmt.Errorf("sandbox path %q is not absolute", opts.Dst)
+	}
+	if opts.Stream != nil {
+		return "s", "-", 0o755, nil
+	}
+	fi, err := os.Lstat(opts.Src)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 && opts.FollowLink {
+		fi, err = os.Stat(opts.Src)
+	}
+	if err != nil {
+		return "", "", 0, err
+	}
+	base = filepath.Base(opts.Src)
+	if !opts.Contents && (base == "." || base == ".." || base == string(filepath.Separator)) {
+		return "", "", 0, &archive.SourceError{Path: opts.Src, Err: errors.New("has no name to copy it under; copy its contents (DIR/.) instead")}
+	}
+	switch {
+	case opts.Contents && !fi.IsDir():
+		return "", "", 0, &archive.SourceError{Path: opts.Src, Err: errors.New("not a directory, so it has no contents to copy")}
+	case opts.Contents:
+		return "c", base, fi.Mode().Perm(), nil
+	case fi.IsDir():
+		return "d", base, 0, nil
+	}
+	// WriteTar refuses symlinks and special files with the reason.
+	return "f", base, 0, nil
+}
+
+// sendTar writes the framed tar stream of opts's source to w, ending it with the frame
+// that tells the sandbox the stream is complete only when all of it was written.
+func sendTar(ctx context.Context, w io.Writer, opts CopyInOptions) (archive.Stats, error) {
+	bw := bufio.NewWriterSize(frameWriter{w}, 1<<20)
+	var stats archive.Stats
+	var err error
+	if opts.Stream != nil {
+		stats, err = forwardTar(ctx, bw, opts.Stream, opts.Progress)
+	} else {
+		stats, err = archive.WriteTar(ctx, bw, opts.Src, archive.WriteOptions{
+			Name: "item", Contents: opts.Contents, FollowLink: opts.FollowLink,
+			KeepOwner: opts.KeepOwner, Progress: opts.Progress,
+		})
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		_, err = io.WriteString(w, "0\n")
+	}
+	return stats, err
+}
+
+// frameWriter writes each chunk as "LEN\n" and the bytes, for copyInScript's reader.
+type frameWriter struct{ w io.Writer }
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if _, err := io.WriteString(f.w, strconv.Itoa(len(p))+"\n"); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
+}
+
+// forwardTar copies the tar stream r to w unchanged, counting its entries on the way. What
+// does not parse as tar is forwarded all the same; the sandbox's tar judges it.
+func forwardTar(ctx context.Context, w io.Writer, r io.Reader, progress func(archive.Stats)) (archive.Stats, error) {
+	var stats archive.Stats
+	cw := &ctxWriter{ctx: ctx, w: w}
+	tee := io.TeeReader(r, cw)
+	tr := tar.NewReader(tee)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			if cw.err != nil {
+				return stats, cw.err
+			}
+			break
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			stats.Dirs++
+		case tar.TypeSymlink:
+			stats.Symlinks++
+		case tar.TypeReg:
+			stats.Files++
+		}
+		if _, err := io.Copy(countWriter{&stats, progress}, tr); err != nil {
+			if cw.err != nil {
+				return stats, cw.err
+			}
+			break
+		}
+		if progress != nil {
+			progress(stats)
+		}
+	}
+	if _, err := io.Copy(cw, r); err != nil {
+		return stats, err
+	}
+	return stats, nil
+}
+
+// countWriter adds what is written to the byte count.
+type countWriter struct {
+	stats    *archive.Stats
+	progress func(archive.Stats)
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	c.stats.Bytes += int64(len(p))
+	if c.progress != nil {
+		c.progress(*c.stats)
+	}
+	return len(p), nil
+}
+
+// ctxWriter stops writing once ctx is done and remembers its first error.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+	err error
+}
+
+func (c *ctxWriter) Write(p []byte) (int, error) {
+	if c.err == nil {
+		c.err = c.ctx.Err()
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// CopyOut copies a sandbox path to the host (or, with opts.Stream, passes the sandbox's tar
+// stream through). The stream is untrusted: archive.Extract validates every entry and
+// renames the result into place only when the whole stream was read and the sandbox's tar
+// succeeded; on any failure the destination is left as it was. Leftovers of killed copies in
+// the host directory that receives the item are removed first.
+func (m *Manager) CopyOut(ctx context.Context, sb *Sandbox, opts CopyOutOptions) (*CopyResult, error) {
+	start := m.Now()
+	if !path.IsAbs(opts.Src) || opts.Src == "/" {
+		return nil, fmt.Errorf("sandbox path %q: name a file or directory below /", opts.Src)
+	}
+	xopts := archive.ExtractOptions{Base: path.Base(opts.Src), Contents: opts.Contents,
+		MaxBytes: opts.MaxBytes, MaxEntries: opts.MaxEntries, MaxDepth: opts.MaxDepth, Progress: opts.Progress}
+	if opts.Stream == nil {
+		dir, err := archive.StagingDir(opts.Dst, xopts)
+		if err != nil {
+			return nil, err
+		}
+		release := claimHostDir(dir)
+		defer release()
+	}
+	cmd := []string{"bash", "-c", copyOutScript, "sbx-cp", opts.Src, copyFlag(opts.SrcIsDir || opts.Contents),
+		copyFlag(opts.FollowLink), copyFlag(opts.Stream != nil), copyFlag(opts.Totals != nil)}
+
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	stderr := newProtoWriter(opts.Totals)
+	type outcome struct {
+		res *ExecResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := m.Exec(ctx, sb, ExecOptions{Cmd: cmd, Stdout: pw, Stderr: stderr})
+		// The reader sees the end of the stream only once the sandbox's tar has succeeded.
+		if err == nil && res.ExitCode == 0 {
+			pw.Close()
+		} else {
+			pw.CloseWithError(errStreamEnded)
+		}
+		done <- outcome{res, err}
+	}()
+
+	var stats archive.Stats
+	var err error
+	if opts.Stream != nil {
+		stats, err = forwardTar(ctx, opts.Stream, pr, opts.Progress)
+	} else {
+		stats, err = archive.Extract(ctx, pr, opts.Dst, xopts)
+	}
+	if err != nil {
+		cancel()
+		pr.CloseWithError(err)
+	}
+	out := <-done
+	if err := parent.Err(); err != nil {
+		return nil, err
+	}
+	if perr := stderr.failure(sb.Name, opts.Src, ""); perr != nil {
+		return nil, perr
+	}
+	if err != nil && !errors.Is(err, errStreamEnded) {
+		return nil, err
+	}
+	if out.err != nil {
+		return nil, out.err
+	}
+	if out.res.ExitCode != 0 {
+		return nil, &CopyError{Kind: CopyFailed, Sandbox: sb.Name, Path: opts.Src,
+			Detail: fmt.Sprintf("tar in the sandbox: exit status %d%s", out.res.ExitCode, copyDetail(stderr.text()))}
+	}
+	return &CopyResult{Stats: stats, Duration: m.Now().Sub(start)}, nil
+}
+
+// protoWriter collects an exec's output stream, picking out copyInScript's and
+// copyOutScript's "sbx-cp ..." lines and keeping a bounded amount of the rest (tar's
+// messages) for errors. The sandbox writes it, so nothing here trusts its size or bytes.
+type protoWriter struct {
+	mu     sync.Mutex
+	line   []byte
+	other  []byte
+	errs   []string // the error line's fields
+	done   bool
+	ready  chan struct{}
+	once   sync.Once
+	totals func(int64, int)
+}
+
+const (
+	maxProtoLine = 4096
+	maxOther     = 8192
+)
+
+func newProtoWriter(totals func(int64, int)) *protoWriter {
+	return &protoWriter{ready: make(chan struct{}), totals: totals}
+}
+
+func (p *protoWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range b {
+		if c != '\n' {
+			if len(p.line) < maxProtoLine {
+				p.line = append(p.line, c)
+			}
+			continue
+		}
+		p.handle(string(p.line))
+		p.line = p.line[:0]
+	}
+	return len(b), nil
+}
+
+func (p *protoWriter) handle(line string) {
+	rest, ok := strings.CutPrefix(line, "sbx-cp ")
+	if !ok {
+		if len(p.other) < maxOther {
+			p.other = append(p.other, line[:min(len(line), maxOther-len(p.other))]...)
+			p.other = append(p.other, '\n')
+		}
+		return
+	}
+	verb, arg, _ := strings.Cut(rest, " ")
+	switch verb {
+	case "ready":
+		p.once.Do(func() { close(p.ready) })
+	case "done":
+		p.done = true
+	case "error":
+		if p.errs == nil {
+			kind, detail, _ := strings.Cut(arg, " ")
+			p.errs = []string{kind, detail}
+		}
+	case "total":
+		b, n, _ := strings.Cut(arg, " ")
+		bytes, err1 := strconv.ParseInt(b, 10, 64)
+		files, err2 := strconv.Atoi(n)
+		if err1 == nil && err2 == nil && p.totals != nil {
+			p.totals(bytes, files)
+		}
+	}
+}
+
+// finished reports whether the script said the item is in place.
+func (p *protoWriter) finished() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+func (p *protoWriter) text() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return string(p.other)
+}
+
+// failure turns the script's error line, if any, into a *CopyError. what is the sandbox path
+// of the copy; messages are tar's (or other) output that came with it.
+func (p *protoWriter) failure(sandbox, what, messages string) *CopyError {
+	p.mu.Lock()
+	errLine := p.errs
+	if messages == "" {
+		messages = string(p.other)
+	}
+	p.mu.Unlock()
+	if errLine == nil {
+		return nil
+	}
+	e := &CopyError{Kind: errLine[0], Sandbox: sandbox, Path: what}
+	arg := cleanLine(errLine[1])
+	switch e.Kind {
+	case CopyReadOnly:
+		e.Mount = arg
+	case CopySymlink:
+		e.Target = arg
+	case CopyDenied, CopyNoSpace, CopyNoDir, CopyNotDir, CopyIsDir, CopyMissing:
+		if arg != "" {
+			e.Path = arg
+		}
+	case CopyIncomplete:
+	case "tar":
+		e.Kind, e.Detail = CopyFailed, "tar in the sandbox: exit status "+arg+copyDetail(messages)
+		for _, l := range strings.Split(messages, "\n") {
+			if _, owner, ok := strings.Cut(l, "Cannot change ownership to "); ok {
+				e.Kind, e.Detail = CopyOwner, "the sandbox user cannot give files to "+cleanLine(strings.TrimSuffix(owner, ": Operation not permitted"))+
+					" (it has no capabilities; -a keeps an owner only when it is the sandbox user)"
+				break
+			}
+			// GNU tar reports a full file system as a short write, without the errno.
+			if strings.Contains(l, "No space left on device") || strings.Contains(l, ": Wrote only ") {
+				e.Kind, e.Detail = CopyNoSpace, ""
+				break
+			}
+		}
+	default:
+		e.Kind, e.Detail = CopyFailed, strings.TrimSpace(errLine[0]+" "+arg)+copyDetail(messages)
+	}
+	return e
+}
+
+// copyDetail formats the sandbox's messages to follow an error, one line, bounded.
+func copyDetail(messages string) string {
+	s := cleanLine(strings.Join(strings.Fields(messages), " "))
+	if s == "" {
+		return ""
+	}
+	if len(s) > 400 {
+		s = s[:400] + "..."
+	}
+	return ": " + s
+}
