@@ -5,16 +5,23 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sbx-sandbox/sbx/cmd/browser"
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/configcmd"
+	"github.com/sbx-sandbox/sbx/cmd/cp"
 	"github.com/sbx-sandbox/sbx/cmd/create"
 	"github.com/sbx-sandbox/sbx/cmd/doctor"
 	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/explain"
 	"github.com/sbx-sandbox/sbx/cmd/image"
+	"github.com/sbx-sandbox/sbx/cmd/kill"
+	"github.com/sbx-sandbox/sbx/cmd/logs"
 	"github.com/sbx-sandbox/sbx/cmd/ls"
+	"github.com/sbx-sandbox/sbx/cmd/mcp"
 	"github.com/sbx-sandbox/sbx/cmd/prune"
+	"github.com/sbx-sandbox/sbx/cmd/ps"
 	"github.com/sbx-sandbox/sbx/cmd/rm"
+	"github.com/sbx-sandbox/sbx/cmd/run"
 	"github.com/sbx-sandbox/sbx/cmd/stop"
 	"github.com/sbx-sandbox/sbx/cmd/version"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
@@ -54,6 +61,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 	root.AddCommand(
 		create.NewCmdCreate(f, nil),
 		exec.NewCmdExec(f, nil),
+		cp.NewCmdCp(f, nil),
 		ls.NewCmdLs(f, nil),
 		stop.NewCmdStop(f, nil),
 		rm.NewCmdRm(f, nil),
@@ -63,6 +71,12 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		explain.NewCmdExplain(f, nil),
 		configcmd.NewCmdConfig(f),
 		image.NewCmdImage(f),
+		browser.NewCmdBrowser(f, nil),
+		run.NewCmdRun(f, nil),
+		ps.NewCmdPs(f, nil),
+		logs.NewCmdLogs(f, nil),
+		kill.NewCmdKill(f, nil),
+		mcp.NewCmdMCP(f, nil),
 	)
 	return root
 }

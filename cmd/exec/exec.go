@@ -39,6 +39,7 @@ type ExecOptions struct {
 	User        string
 	Timeout     time.Duration
 	TimeoutSet  bool
+	Detach      bool
 	Command     []string
 }
 
@@ -55,13 +56,20 @@ The command runs in /workspace/<your directory relative to the project root> unl
 otherwise. When it ends, times out (--timeout, else the timeout key) or sbx is interrupted,
 every process it started in the sandbox is terminated: TERM, then KILL 5 s later.
 
+With -d the command runs in the background, detached from sbx: its short process ID is
+printed and sbx returns at once. It keeps running after sbx exits, its output is kept inside
+the sandbox (the newest 768 KiB to 1 MiB of each stream), and --timeout ends it only when
+given (the timeout key does not apply). See it with sbx ps, sbx logs and sbx kill. When its
+main process exits, the rest of its process group is terminated as well.
+
 Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is not found;
 125 when sbx or the engine fails; 130 when interrupted.`,
 		Example: `  sbx exec -- python3 -c 'print(6*7)'
   cd src && sbx exec -- python3 x.py
   echo data | sbx exec -i -- wc -c
   sbx exec -it -- bash
-  sbx exec -n scratch --timeout 30s -e DEBUG=1 -- make test`,
+  sbx exec -n scratch --timeout 30s -e DEBUG=1 -- make test
+  sbx exec -d -- python3 -m http.server --bind 127.0.0.1 8000`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() > 0 {
@@ -70,6 +78,9 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 			}
 			opts.Command = args
 			opts.TimeoutSet = cmd.Flags().Changed("timeout")
+			if opts.Detach && (opts.Interactive || opts.TTY) {
+				return errs.Usagef("-d cannot be combined with -i or -t").WithHint("a detached command has no stdin; use sbx logs to see its output")
+			}
 			if opts.Name != "" {
 				if err := config.ValidName(opts.Name); err != nil {
 					return errs.Usagef("%v", err)
@@ -91,6 +102,7 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 	fl.StringArrayVar(&opts.EnvFiles, "env-file", nil, "read variables for this command from `file` (K=V lines)")
 	fl.StringVarP(&opts.User, "user", "u", "", "run as `uid[:gid]` instead of the sandbox user")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "terminate the command after `duration` (default: the timeout key; 0 = none)")
+	fl.BoolVarP(&opts.Detach, "detach", "d", false, "run the command in the background and print its process ID")
 	return cmd
 }
 
@@ -112,29 +124,22 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 		timeout = opts.Timeout
 	}
 	if r.ExecsOnHost() {
+		if opts.Detach {
+			return cmdutil.HostModeError(r)
+		}
 		return hostRun(ctx, opts, r, env, timeout)
 	}
 
-	m, err := cmdutil.Manager(ctx, f)
+	m, sb, err := cmdutil.EnsureSandbox(ctx, f, r)
 	if err != nil {
 		return err
 	}
-	in, err := cmdutil.SpecInput(f, r)
-	if err != nil {
-		return err
+	if opts.Detach {
+		return detachRun(ctx, opts, m, sb, env, r)
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true})
-	if err != nil {
-		return err
-	}
-	if len(res.Drift) > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
-			r.Name, strings.Join(res.Drift, ", "), r.Name)
-	}
-	_ = m.State.Touch(r.Name)
 
 	eo := sandbox.ExecOptions{
-		Cmd: opts.Command, Env: env, WorkDir: workDir(opts, r), User: opts.User,
+		Cmd: opts.Command, Env: env, WorkDir: WorkDir(opts.WorkDir, r), User: opts.User,
 		TTY: opts.TTY, Interactive: opts.Interactive, Timeout: timeout,
 		Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
 	}
@@ -145,16 +150,35 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 		}
 		defer restore()
 	}
-	result, err := m.Exec(ctx, res.Sandbox, eo)
+	result, err := m.Exec(ctx, sb, eo)
 	_ = m.State.Touch(r.Name)
 	if err != nil {
 		return err
 	}
-	return exitFor(result, timeout, r)
+	return ExitFor(result, timeout, r)
 }
 
-// exitFor maps how the command ended to sbx's exit codes.
-func exitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved) error {
+// detachRun starts the command as a background process and prints its ID.
+func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *sandbox.Sandbox, env []string, r *config.Resolved) error {
+	var timeout time.Duration
+	if opts.TimeoutSet {
+		timeout = opts.Timeout
+	}
+	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: opts.Command, Env: env, WorkDir: WorkDir(opts.WorkDir, r), User: opts.User, Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(opts.IO.Out, id)
+	name := ""
+	if !r.IsDefaultName {
+		name = " -n " + r.Name
+	}
+	opts.IO.Progressf("started process %s in sandbox %q; its output: sbx logs%s %s\n", id, r.Name, name, id)
+	return nil
+}
+
+// ExitFor maps how a command ended to sbx's exit codes.
+func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved) error {
 	switch {
 	case res.Canceled:
 		return errs.New(errors.New("interrupted; the command and its processes were terminated"), errs.CodeInterrupted, "")
@@ -170,14 +194,14 @@ func exitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved)
 	return nil
 }
 
-// workDir is -w, else the caller's directory mapped under /workspace when it lies inside the
-// project and the project is mounted, else /workspace.
-func workDir(opts *ExecOptions, r *config.Resolved) string {
-	if opts.WorkDir != "" {
-		if path.IsAbs(opts.WorkDir) {
-			return opts.WorkDir
+// WorkDir is dir (-w), else the caller's directory mapped under /workspace when it lies
+// inside the project and the project is mounted, else /workspace.
+func WorkDir(dir string, r *config.Resolved) string {
+	if dir != "" {
+		if path.IsAbs(dir) {
+			return dir
 		}
-		return path.Join(sandbox.WorkspacePath, opts.WorkDir)
+		return path.Join(sandbox.WorkspacePath, dir)
 	}
 	if r.Config.Workspace == "none" {
 		return sandbox.WorkspacePath
@@ -191,12 +215,7 @@ func workDir(opts *ExecOptions, r *config.Resolved) string {
 
 // execEnv gathers the per-exec variables: passEnv names from the host, then --env-file, then -e.
 func execEnv(f *cmdutil.Factory, r *config.Resolved, opts *ExecOptions) ([]string, error) {
-	var env []string
-	for _, name := range r.Config.PassEnv {
-		if v, ok := f.LookupEnv(name); ok {
-			env = append(env, name+"="+v)
-		}
-	}
+	env := cmdutil.PassEnv(f, r)
 	for _, file := range opts.EnvFiles {
 		vars, err := readEnvFile(file)
 		if err != nil {

@@ -43,6 +43,13 @@ func TestNewCmdExecFlags(t *testing.T) {
 				t.Errorf("flags after the command belong to it: %v", o.Command)
 			}
 		}},
+		{args: []string{"-d", "--timeout", "1m", "--", "python3", "-m", "http.server"}, check: func(t *testing.T, o *ExecOptions) {
+			if !o.Detach || o.Timeout != time.Minute || !o.TimeoutSet || strings.Join(o.Command, " ") != "python3 -m http.server" {
+				t.Errorf("%+v", o)
+			}
+		}},
+		{args: []string{"-d", "-i", "--", "cat"}, wantErr: "-d cannot be combined"},
+		{args: []string{"-dt", "--", "bash"}, wantErr: "-d cannot be combined"},
 		{args: []string{}, wantErr: "requires at least 1 arg"},
 		{args: []string{"-n", "Bad Name", "--", "true"}, wantErr: "name"},
 	}
@@ -81,7 +88,7 @@ func TestWorkDir(t *testing.T) {
 		{"/src/app/pkg", "sub", "ro", "/workspace/sub"},
 	} {
 		r.WorkingDir, r.Config.Workspace = tt.wd, tt.mode
-		if got := workDir(&ExecOptions{WorkDir: tt.flag}, r); got != tt.want {
+		if got := WorkDir(tt.flag, r); got != tt.want {
 			t.Errorf("cwd %s -w %q mode %s: %s, want %s", tt.wd, tt.flag, tt.mode, got, tt.want)
 		}
 	}
@@ -127,7 +134,7 @@ func TestExitFor(t *testing.T) {
 		{sandbox.ExecResult{ExitCode: 137, OOMKilled: true}, 137, "killed: out of memory, limit 64m"},
 		{sandbox.ExecResult{ExitCode: 143, Canceled: true}, 130, "interrupted"},
 	} {
-		err := exitFor(&tt.res, 2*time.Second, r)
+		err := ExitFor(&tt.res, 2*time.Second, r)
 		if code := errs.ExitCode(err); code != tt.wantCode {
 			t.Errorf("%+v: exit %d, want %d", tt.res, code, tt.wantCode)
 		}

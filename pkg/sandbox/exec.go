@@ -23,9 +23,12 @@ import (
 // session (so a group kill spares it), ticks without forking, and when the command's time is
 // up, when the client goes away (stdin EOF) or when the command ends, it sends TERM, then KILL
 // after the grace period, to the command's whole process group. The command itself replaces
-// the wrapper, so it is the exec's main process and keeps the TTY.
+// the wrapper, so it is the exec's main process and keeps the TTY. In detached mode (ctl
+// detach) the fifth argument is procScript instead, which starts the command under a
+// supervisor that outlives the exec (see proc.go).
 const execWrapper = `id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5
 case $1 in */*) ;; *) if ! type -P -- "$1" >/dev/null 2>&1; then echo "sbx: $1: command not found" >&2; exit 127; fi ;; esac
+if [ "$ctl" = detach ]; then exec bash -c "$watch" sbx-launch "$ticks" "$grace" "$@"; fi
 d=/tmp/.sbx-exec
 if ! { mkdir -p "$d" && echo $$ >"$d/$id" && mkfifo "$d/$id.tick"; } 2>/dev/null; then d=; fi
 if [ "$ctl" = stdin ]; then
@@ -95,6 +98,10 @@ type ExecOptions struct {
 	// used only with TTY.
 	TTYSize func() (uint, uint, bool)
 	Resize  <-chan struct{}
+
+	// detach starts Cmd as a background process that outlives the exec (StartProc); Stdin
+	// then carries the process's parameters to procScript.
+	detach bool
 }
 
 // ExecResult is how an exec ended.
@@ -117,11 +124,14 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	if opts.Timeout > 0 {
 		ticks = int((opts.Timeout + tick - 1) / tick)
 	}
-	ctl := "stdin"
-	if opts.Interactive {
+	ctl, watch := "stdin", execWatchdog
+	switch {
+	case opts.detach:
+		ctl, watch = "detach", procScript
+	case opts.Interactive:
 		ctl = "tick"
 	}
-	cmd := append([]string{"bash", "-c", execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace / tick)), ctl, execWatchdog}, opts.Cmd...)
+	cmd := append([]string{"bash", "-c", execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace / tick)), ctl, watch}, opts.Cmd...)
 	created, err := m.Engine.ContainerExecCreate(ctx, sb.ID, container.ExecOptions{
 		User: opts.User, Env: opts.Env, WorkingDir: opts.WorkDir, Cmd: cmd, Tty: opts.TTY,
 		AttachStdin: true, AttachStdout: true, AttachStderr: true,
@@ -144,7 +154,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 
 	var closeOnce sync.Once
 	closeConn := func() { closeOnce.Do(func() { resp.Close() }) }
-	if opts.Interactive && opts.Stdin != nil {
+	if (opts.Interactive || opts.detach) && opts.Stdin != nil {
 		go func() {
 			_, _ = io.Copy(resp.Conn, opts.Stdin)
 			_ = resp.CloseWrite()

@@ -1,0 +1,102 @@
+package cmdutil
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// EnsureSandbox dials the engine and makes sure the sandbox of r exists and runs, as exec
+// does: created on first use, recreated when its config changed and it has been idle, else
+// used as it is with a warning on stderr. It records the use.
+func EnsureSandbox(ctx context.Context, f *Factory, r *config.Resolved) (*sandbox.Manager, *sandbox.Sandbox, error) {
+	m, err := Manager(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := SpecInput(f, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(res.Drift) > 0 {
+		fmt.Fprintf(f.IOStreams.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
+			r.Name, strings.Join(res.Drift, ", "), r.Name)
+	}
+	_ = m.State.Touch(r.Name)
+	return m, res.Sandbox, nil
+}
+
+// RunningSandbox returns sandbox name (the project's default when "") without creating or
+// starting it, for the commands that look at what runs inside one (ps, logs, kill). They act
+// on processes that exec started, so the exec tool policy governs them too.
+func RunningSandbox(ctx context.Context, f *Factory, name string) (*sandbox.Manager, *sandbox.Sandbox, error) {
+	r, err := ResolveConfig(f, name)
+	if r == nil {
+		return nil, nil, err
+	}
+	if err := config.CheckTool(r, config.ToolExec); err != nil {
+		return nil, nil, err
+	}
+	if r.ExecsOnHost() {
+		return nil, nil, HostModeError(r)
+	}
+	m, err := Manager(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := m.Inspect(ctx, r.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sb.Status != "running" {
+		return m, nil, &NotRunningError{Name: r.Name, Status: sb.Status}
+	}
+	return m, sb, nil
+}
+
+// HostModeError refuses a command that only makes sense in a sandbox when mode says this
+// sandbox's commands run on the host.
+func HostModeError(r *config.Resolved) error {
+	return errs.Failure(fmt.Errorf("this needs a sandbox, but mode %s (from %s) runs %q's commands on the host", r.Config.Mode, r.Source("mode"), r.Name),
+		"set mode: all, or name a sandbox with -n")
+}
+
+// NotRunningError is a sandbox that exists but does not run, so nothing runs inside it.
+type NotRunningError struct{ Name, Status string }
+
+func (e *NotRunningError) Error() string {
+	return fmt.Sprintf("sandbox %q is not running (%s); its processes ended when it stopped", e.Name, e.Status)
+}
+
+// ExitCode is 1: nothing failed, there is just nothing there.
+func (e *NotRunningError) ExitCode() int { return errs.CodeError }
+
+// CheckName checks the sandbox name a -n flag gave; "" (the project's default) passes.
+func CheckName(name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := config.ValidName(name); err != nil {
+		return errs.Usagef("%v", err)
+	}
+	return nil
+}
+
+// PassEnv returns the host's values of the passEnv names, as NAME=VALUE.
+func PassEnv(f *Factory, r *config.Resolved) []string {
+	var env []string
+	for _, name := range r.Config.PassEnv {
+		if v, ok := f.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}

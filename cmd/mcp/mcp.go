@@ -1,0 +1,90 @@
+// Package mcp implements "sbx mcp".
+package mcp
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/exec"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/mcpserver"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// MCPOptions are the inputs of "sbx mcp".
+type MCPOptions struct {
+	IO      *iostreams.IOStreams
+	Factory *cmdutil.Factory
+	Name    string
+}
+
+// NewCmdMCP builds "sbx mcp".
+func NewCmdMCP(f *cmdutil.Factory, runF func(context.Context, *MCPOptions) error) *cobra.Command {
+	opts := &MCPOptions{IO: f.IOStreams, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "mcp [-n NAME]",
+		Short: "Serve a sandbox to AI agents over the Model Context Protocol (stdio)",
+		Long: `Serve the Model Context Protocol on stdin and stdout, so an agent (Claude Desktop, Claude
+Code, or any MCP client) can work in a sandbox (the project's default one, or -n NAME)
+instead of on your machine. Register "sbx mcp" as a stdio server; see the README.
+
+Tools: exec, run, read_file, write_file, list_files, start_process, list_processes,
+process_output, kill_process and explain. Each is gated by the tool policy (tools.allow and
+tools.deny: exec, read, write), and each description states the sandbox's resolved limits.
+The sandbox is created on the first call that needs it. Messages go to stderr; stdout
+carries only the protocol. The server ends when its client closes stdin.`,
+		Example: `  sbx mcp
+  sbx mcp -n agent --project ~/src/app`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cmdutil.CheckName(opts.Name); err != nil {
+				return err
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return mcpRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	return cmd
+}
+
+func mcpRun(ctx context.Context, opts *MCPOptions) error {
+	f := opts.Factory
+	r, err := cmdutil.ResolveConfig(f, opts.Name)
+	if err != nil {
+		return err
+	}
+	if r.ExecsOnHost() {
+		return cmdutil.HostModeError(r)
+	}
+	srv := mcpserver.New(mcpserver.Options{
+		Resolved: r,
+		Sandbox: func(ctx context.Context) (*sandbox.Manager, *sandbox.Sandbox, error) {
+			return cmdutil.EnsureSandbox(ctx, f, r)
+		},
+		Env:     cmdutil.PassEnv(f, r),
+		WorkDir: exec.WorkDir("", r),
+		Version: buildinfo.Get().Version,
+		Now:     f.Now,
+	})
+	t := &mcp.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopCloser{opts.IO.Out}}
+	err = srv.Run(ctx, t)
+	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
+		// The client closed stdin, or sbx was told to stop: both are a normal end.
+		return nil
+	}
+	return errs.Failure(err, "")
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }

@@ -1,0 +1,85 @@
+package ps
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+func TestNewCmdPsFlags(t *testing.T) {
+	ios, _, _, _ := iostreams.Test()
+	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+		name    string
+		json    bool
+	}{
+		{args: nil},
+		{args: []string{"-n", "web", "--json"}, name: "web", json: true},
+		{args: []string{"extra"}, wantErr: "unknown command"},
+		{args: []string{"-n", "Bad Name"}, wantErr: "name"},
+	} {
+		var got *PsOptions
+		cmd := NewCmdPs(f, func(_ context.Context, o *PsOptions) error { got = o; return nil })
+		cmd.SetArgs(tt.args)
+		cmd.SetOut(os.Stderr)
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.Execute()
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.Name != tt.name || got.JSON != tt.json {
+			t.Errorf("%v: %+v %v", tt.args, got, err)
+		}
+	}
+}
+
+func TestEntriesAndState(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	list := []sandbox.Proc{
+		{ID: "a", Command: []string{"sleep", "9"}, State: "running", StartedAt: start, PID: 7},
+		{ID: "b", State: "exited", ExitCode: 143, TimedOut: true, StartedAt: start, EndedAt: start.Add(2 * time.Second)},
+		{ID: "c", State: "exited", ExitCode: 0, StartedAt: start, EndedAt: start.Add(time.Second)},
+		{ID: "d", State: "lost"},
+	}
+	e := Entries(list, start.Add(time.Minute))
+	if e[0].DurationMs != 60000 || e[0].ExitCode != nil || e[0].EndedAt != nil || e[0].PID != 7 {
+		t.Errorf("running: %+v", e[0])
+	}
+	if *e[1].ExitCode != 143 || e[1].DurationMs != 2000 || !e[1].EndedAt.Equal(start.Add(2*time.Second)) {
+		t.Errorf("exited: %+v", e[1])
+	}
+	if e[3].Command == nil {
+		t.Error("a missing command must be [] in JSON, not null")
+	}
+	var states []string
+	for _, x := range e {
+		states = append(states, StateText(x))
+	}
+	if got := strings.Join(states, ","); got != "running,timed out (143),exited (0),lost" {
+		t.Errorf("states: %s", got)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	for args, want := range map[string]string{
+		"python3|-m|http.server":   "python3 -m http.server",
+		"bash|-c|echo 'hi' $HOME":  `bash -c 'echo '\''hi'\'' $HOME'`,
+		"printf|":                  "printf ''",
+		"a=b|--x=1,2|/p/q.py|@x%y": "a=b --x=1,2 /p/q.py @x%y",
+	} {
+		if got := ShellJoin(strings.Split(args, "|")); got != want {
+			t.Errorf("%q: %s, want %s", args, got, want)
+		}
+	}
+}

@@ -1,0 +1,331 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/explain"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// CommandInput is a shell command and where it runs.
+type CommandInput struct {
+	Command string            `json:"command" jsonschema:"shell command, run with bash -c"`
+	Cwd     string            `json:"cwd,omitempty" jsonschema:"working directory (default: the project directory under /workspace)"`
+	Env     map[string]string `json:"env,omitempty" jsonschema:"extra environment variables"`
+}
+
+// ExecInput is the exec tool's arguments.
+type ExecInput struct {
+	CommandInput
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty" jsonschema:"terminate the command after this many seconds (default and maximum: the sandbox's timeout)"`
+	Stdin          string  `json:"stdin,omitempty" jsonschema:"text given to the command on stdin (default: none)"`
+	MaxOutputBytes int64   `json:"maxOutputBytes,omitempty" jsonschema:"keep at most this many bytes of each output stream (default 262144)"`
+}
+
+// RunInput is the run tool's arguments.
+type RunInput struct {
+	Language       string  `json:"language" jsonschema:"one of python, bash, sh, node, go, java"`
+	Code           string  `json:"code" jsonschema:"the program's source code"`
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty" jsonschema:"terminate the program after this many seconds (default and maximum: the sandbox's timeout)"`
+	MaxOutputBytes int64   `json:"maxOutputBytes,omitempty" jsonschema:"keep at most this many bytes of each output stream (default 262144)"`
+}
+
+// ExecOutput is how a command or snippet ended.
+type ExecOutput struct {
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exitCode"`
+	TimedOut   bool   `json:"timedOut" jsonschema:"the command ran past its timeout and was terminated with its processes"`
+	Truncated  bool   `json:"truncated" jsonschema:"an output stream was longer than maxOutputBytes and was cut"`
+	OOMKilled  bool   `json:"oomKilled" jsonschema:"the kernel killed it for using more than the sandbox's memory"`
+	DurationMs int64  `json:"durationMs"`
+}
+
+// StartInput is the start_process tool's arguments.
+type StartInput struct {
+	CommandInput
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty" jsonschema:"terminate it after this many seconds (default: never)"`
+}
+
+// ProcInput names a background process.
+type ProcInput struct {
+	ID string `json:"id" jsonschema:"the process ID that start_process returned"`
+}
+
+// OutputInput is the process_output tool's arguments.
+type OutputInput struct {
+	ID             string `json:"id" jsonschema:"the process ID that start_process returned"`
+	Tail           int    `json:"tail,omitempty" jsonschema:"only the last this many lines of each stream (default: all that is kept)"`
+	MaxOutputBytes int64  `json:"maxOutputBytes,omitempty" jsonschema:"keep at most the last this many bytes of each stream (default 262144)"`
+}
+
+// KillInput is the kill_process tool's arguments.
+type KillInput struct {
+	ID     string `json:"id" jsonschema:"the process ID that start_process returned"`
+	Signal string `json:"signal,omitempty" jsonschema:"signal name or number (default TERM)"`
+}
+
+// ProcOutput is a background process's state.
+type ProcOutput struct {
+	ID         string   `json:"id"`
+	Command    []string `json:"command"`
+	State      string   `json:"state" jsonschema:"running, exited, or lost"`
+	ExitCode   *int     `json:"exitCode" jsonschema:"null unless exited"`
+	TimedOut   bool     `json:"timedOut"`
+	StartedAt  string   `json:"startedAt"`
+	DurationMs int64    `json:"durationMs"`
+}
+
+// ProcsOutput lists background processes.
+type ProcsOutput struct {
+	Processes []ProcOutput `json:"processes"`
+}
+
+// OutputOutput is what a background process wrote, with its state.
+type OutputOutput struct {
+	ProcOutput
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// Truncated says the oldest output is missing: dropped by the process's ring, or cut to
+	// maxOutputBytes here.
+	Truncated bool `json:"truncated"`
+}
+
+// NoInput is the argument of tools that take none.
+type NoInput struct{}
+
+func (s *server) register(srv *mcp.Server) {
+	addTool(s, srv, toolSpec{name: "exec", policy: config.ToolExec,
+		does: "Run a shell command in the sandbox and return its stdout, stderr and exit code. It and every process it starts are terminated when it ends or times out."}, s.exec)
+	addTool(s, srv, toolSpec{name: "run", policy: config.ToolExec,
+		does: "Run a code snippet (python, bash, sh; node, go and java need the sandbox's common profile) and return its output and exit code. The code is saved as a file and run by its interpreter, so it needs no quoting; Java runs the public class, else the first class."}, s.run)
+	addTool(s, srv, toolSpec{name: "read_file", policy: config.ToolRead,
+		does: fmt.Sprintf("Read a file in the sandbox: up to limit bytes (default %d, at most %d) from offset. Text comes as UTF-8; anything else as base64 (see encoding).", DefaultReadLimit, MaxReadLimit)}, s.readFile)
+	addTool(s, srv, toolSpec{name: "write_file", policy: config.ToolWrite,
+		does: fmt.Sprintf("Write a file in the sandbox atomically (a temporary file in the same directory, then renamed over the target), at most %d bytes.", MaxWriteSize)}, s.writeFile)
+	addTool(s, srv, toolSpec{name: "list_files", policy: config.ToolRead,
+		does: fmt.Sprintf("List a directory in the sandbox, recursively to depth (default %d, at most %d), at most %d entries.", DefaultListDepth, MaxListDepth, MaxListEntries)}, s.listFiles)
+	addTool(s, srv, toolSpec{name: "start_process", policy: config.ToolExec,
+		does: fmt.Sprintf("Start a shell command in the background (a server, a watcher) and return its ID at once. It keeps running after this call; its output is kept in the sandbox (the newest %d KiB of each stream). See it with process_output, stop it with kill_process.", sandbox.ProcOutputCap>>10)}, s.startProcess)
+	addTool(s, srv, toolSpec{name: "list_processes", policy: config.ToolExec,
+		does: "List the background processes of the sandbox with their state."}, s.listProcesses)
+	addTool(s, srv, toolSpec{name: "process_output", policy: config.ToolExec,
+		does: "Return what a background process has written so far, and whether it still runs or how it exited."}, s.processOutput)
+	addTool(s, srv, toolSpec{name: "kill_process", policy: config.ToolExec,
+		does: "Send a signal (TERM by default) to a background process and all its children, wait for it to exit after one that ends processes, and return its state."}, s.killProcess)
+	addTool(s, srv, toolSpec{name: "explain",
+		does: "Describe the sandbox: every configuration key with its value and where it came from, the security posture, and which tools the policy allows."}, s.explain)
+}
+
+func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
+	var eo sandbox.ExecOptions
+	var err error
+	if eo.Cmd, eo.Env, eo.WorkDir, err = s.command(in.CommandInput); err != nil {
+		return ExecOutput{}, err
+	}
+	if eo.Timeout, err = s.timeout(in.TimeoutSeconds); err != nil {
+		return ExecOutput{}, err
+	}
+	limit, err := maxOutput(in.MaxOutputBytes)
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	m, sb, err := s.Sandbox(ctx)
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	var stdout, stderr bytes.Buffer
+	out, errw := &sandbox.CapWriter{W: &stdout, Limit: limit}, &sandbox.CapWriter{W: &stderr, Limit: limit}
+	eo.Stdout, eo.Stderr = out, errw
+	if in.Stdin != "" {
+		eo.Interactive, eo.Stdin = true, strings.NewReader(in.Stdin)
+	}
+	res, err := m.Exec(ctx, sb, eo)
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	return ExecOutput{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: res.ExitCode, TimedOut: res.TimedOut,
+		Truncated: out.Truncated() || errw.Truncated(), OOMKilled: res.OOMKilled, DurationMs: res.Duration.Milliseconds()}, nil
+}
+
+// command checks a command's arguments and returns its argv, environment and directory.
+func (s *server) command(in CommandInput) ([]string, []string, string, error) {
+	if strings.TrimSpace(in.Command) == "" {
+		return nil, nil, "", errs.Usagef("command is required")
+	}
+	env, err := s.env(in.Env)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	dir := s.WorkDir
+	if in.Cwd != "" {
+		if dir, err = s.resolvePath(in.Cwd); err != nil {
+			return nil, nil, "", err
+		}
+	}
+	return []string{"bash", "-c", in.Command}, env, dir, nil
+}
+
+func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
+	if _, err := sandbox.PlanRun(in.Language, []byte(in.Code)); err != nil {
+		return ExecOutput{}, err
+	}
+	timeout, err := s.timeout(in.TimeoutSeconds)
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	limit, err := maxOutput(in.MaxOutputBytes)
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	m, sb, err := s.Sandbox(ctx)
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	var stdout, stderr bytes.Buffer
+	res, err := m.Run(ctx, sb, sandbox.RunOptions{Lang: in.Language, Code: []byte(in.Code), Env: s.Env, WorkDir: s.WorkDir,
+		Timeout: timeout, MaxOutput: limit, Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		return ExecOutput{}, err
+	}
+	return ExecOutput{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: res.ExitCode, TimedOut: res.TimedOut,
+		Truncated: res.Truncated(), OOMKilled: res.OOMKilled, DurationMs: res.Duration.Milliseconds()}, nil
+}
+
+func (s *server) startProcess(ctx context.Context, in StartInput) (ProcOutput, error) {
+	cmd, env, dir, err := s.command(in.CommandInput)
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	if in.TimeoutSeconds < 0 {
+		return ProcOutput{}, errs.Usagef("timeoutSeconds must not be negative")
+	}
+	m, sb, err := s.Sandbox(ctx)
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: cmd, Env: env, WorkDir: dir,
+		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second))})
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	p, err := m.Proc(ctx, sb, id)
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	return s.procOutput(p), nil
+}
+
+func (s *server) listProcesses(ctx context.Context, _ NoInput) (ProcsOutput, error) {
+	m, sb, err := s.Sandbox(ctx)
+	if err != nil {
+		return ProcsOutput{}, err
+	}
+	list, err := m.Procs(ctx, sb)
+	if err != nil {
+		return ProcsOutput{}, err
+	}
+	out := ProcsOutput{Processes: []ProcOutput{}}
+	for i := range list {
+		out.Processes = append(out.Processes, s.procOutput(&list[i]))
+	}
+	return out, nil
+}
+
+func (s *server) processOutput(ctx context.Context, in OutputInput) (OutputOutput, error) {
+	if err := sandbox.ValidProcID(in.ID); err != nil {
+		return OutputOutput{}, err
+	}
+	limit, err := maxOutput(in.MaxOutputBytes)
+	if err != nil {
+		return OutputOutput{}, err
+	}
+	if in.Tail < 0 {
+		return OutputOutput{}, errs.Usagef("tail must not be negative")
+	}
+	m, sb, err := s.Sandbox(ctx)
+	if err != nil {
+		return OutputOutput{}, err
+	}
+	p, err := m.Proc(ctx, sb, in.ID)
+	if err != nil {
+		return OutputOutput{}, err
+	}
+	tail := -1
+	if in.Tail > 0 {
+		tail = in.Tail
+	}
+	var stdout, stderr bytes.Buffer
+	if err := m.ProcLogs(ctx, sb, in.ID, sandbox.LogsOptions{Tail: tail, Stdout: &stdout, Stderr: &stderr}); err != nil {
+		return OutputOutput{}, err
+	}
+	out := OutputOutput{ProcOutput: s.procOutput(p), Truncated: tail < 0 && (p.DroppedStdout > 0 || p.DroppedStderr > 0)}
+	var cut bool
+	out.Stdout, cut = lastBytes(stdout.Bytes(), limit)
+	out.Truncated = out.Truncated || cut
+	out.Stderr, cut = lastBytes(stderr.Bytes(), limit)
+	out.Truncated = out.Truncated || cut
+	return out, nil
+}
+
+func (s *server) killProcess(ctx context.Context, in KillInput) (ProcOutput, error) {
+	if err := sandbox.ValidProcID(in.ID); err != nil {
+		return ProcOutput{}, err
+	}
+	if in.Signal == "" {
+		in.Signal = "TERM"
+	}
+	sig, err := sandbox.ParseSignal(in.Signal)
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	m, sb, err := s.Sandbox(ctx)
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	p, err := m.KillProc(ctx, sb, in.ID, sig)
+	if err != nil {
+		return ProcOutput{}, err
+	}
+	return s.procOutput(p), nil
+}
+
+func (s *server) explain(_ context.Context, _ NoInput) (explain.Report, error) {
+	return explain.Build(s.Resolved, explain.Options{}), nil
+}
+
+func (s *server) procOutput(p *sandbox.Proc) ProcOutput {
+	out := ProcOutput{ID: p.ID, Command: p.Command, State: p.State, TimedOut: p.TimedOut, DurationMs: p.Duration(s.Now()).Milliseconds()}
+	if out.Command == nil {
+		out.Command = []string{}
+	}
+	if !p.StartedAt.IsZero() {
+		out.StartedAt = p.StartedAt.Format(time.RFC3339Nano)
+	}
+	if p.State == "exited" {
+		code := p.ExitCode
+		out.ExitCode = &code
+	}
+	return out
+}
+
+// lastBytes returns the last limit bytes of b, starting at a line when one starts soon after
+// the cut, and whether anything was cut.
+func lastBytes(b []byte, limit int64) (string, bool) {
+	if int64(len(b)) <= limit {
+		return string(b), false
+	}
+	b = b[int64(len(b))-limit:]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 && i < 256 {
+		b = b[i+1:]
+	}
+	return string(b), true
+}
