@@ -7,14 +7,14 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/sbx-sandbox/sbx/pkg/buildinfo.Version=$(VERSION) -X github.com/sbx-sandbox/sbx/pkg/buildinfo.Commit=$(COMMIT)
 TEST_TIMEOUT ?= 75m
 
-.PHONY: build test test-env fmt-check vet staticcheck go-test unit demo bench clean
+.PHONY: build test test-env fmt-check vet staticcheck go-test fuzz-extract unit demo bench clean
 
 ## build: compile sbx to bin/sbx
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sbx .
 
-## test: the whole suite: engine setup, gofmt, vet, staticcheck, and go test -race with the engine required
-test: test-env fmt-check vet staticcheck go-test
+## test: the whole suite: engine setup, gofmt, vet, staticcheck, go test -race with the engine required, and a bounded fuzz run
+test: test-env fmt-check vet staticcheck go-test fuzz-extract
 
 ## test-env: install and start a Docker engine and the base image when missing (idempotent)
 test-env:
@@ -32,6 +32,11 @@ staticcheck:
 
 go-test:
 	SBX_REQUIRE_DOCKER=1 bash scripts/go-test.sh -race -timeout $(TEST_TIMEOUT) ./...
+
+## fuzz-extract: the copy-out extractor's fuzz target for 30 s, on tmpfs (see FuzzExtract)
+fuzz-extract:
+	TMPDIR=$$(if [ -d /dev/shm ]; then echo /dev/shm; else echo "$${TMPDIR:-/tmp}"; fi) \
+		$(GO) test -run='^$$' -fuzz=FuzzExtract -fuzztime=30s -fuzzminimizetime=10x -parallel=1 ./pkg/archive
 
 ## unit: the tests that need no engine (integration tests skip, saying why)
 unit:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs go test with the given arguments, keeps the verbose log, and ends with one summary
 # line of passed/failed/skipped tests plus the name and reason of every skip, so a CI log
-# shows at a glance whether the integration tests really ran.
+# shows at a glance whether the integration tests really ran. Summary lines some packages
+# print themselves ("probes from inside: N passed, N failed") are kept too.
 set -euo pipefail
 log=$(mktemp -t sbx-go-test.XXXXXX)
 trap 'rm -f "$log"' EXIT
 set +e
-go test -v "$@" 2>&1 | tee "$log" | grep -E '^(ok|FAIL|panic:|\s*--- (FAIL|SKIP)|.*_test\.go:[0-9]+:|.*\.txtar:[0-9]+:)'
+go test -v "$@" 2>&1 | tee "$log" | grep -E '^(ok|FAIL|panic:|\s*--- (FAIL|SKIP)|.*_test\.go:[0-9]+:|.*\.txtar:[0-9]+:|[a-z -]+: [0-9]+ passed, [0-9]+ failed)'
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
@@ -14,7 +15,7 @@ failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
 skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
 if [ "$skipped" -gt 0 ]; then
 	echo "skipped tests:"
-	grep -E -A1 '^\s*--- SKIP' "$log" | grep -vE '^--$' | sed 's/^/  /'
+	grep -E '^\s*--- SKIP' "$log" | sed 's/^\s*/  /'
 fi
 echo "go test: $passed passed, $failed failed, $skipped skipped"
 exit "$status"

@@ -1,0 +1,190 @@
+package adversarial_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+// run labels everything this run creates (sbx.test=run), so the final sweep finds leftovers.
+var run = func() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "adv" + hex.EncodeToString(b)
+}()
+
+// Built once in TestMain: the real sbx binary and the static probe.
+var (
+	sbxBin   string
+	probeBin string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(mainRun(m))
+}
+
+func mainRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sbx-adv-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	sbxBin, probeBin = filepath.Join(dir, "sbx"), filepath.Join(dir, "probe")
+	builds := []struct {
+		out, pkg string
+		env      []string
+	}{
+		{sbxBin, "github.com/sbx-sandbox/sbx", nil},
+		// Static, so it runs in any image; the sandbox's /tmp is noexec, so tests put it in
+		// the project, which is bind-mounted (read-only, but not noexec) at /workspace.
+		{probeBin, "github.com/sbx-sandbox/sbx/test/adversarial/probe", []string{"CGO_ENABLED=0"}},
+	}
+	for _, b := range builds {
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Env = append(os.Environ(), b.env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
+			return 1
+		}
+	}
+	code := m.Run()
+	if err := sweep(); err != nil {
+		fmt.Fprintf(os.Stderr, "sweeping leftovers of run %s: %v\n", run, err)
+		code = 1
+	}
+	for _, g := range groups {
+		fmt.Println(g.summary())
+	}
+	return code
+}
+
+// sweep removes whatever a failed test left on the shared engine under this run's label.
+func sweep() error {
+	home, _ := os.UserHomeDir()
+	ep, err := sandbox.ResolveEndpoint(os.Getenv, home)
+	if err != nil {
+		return nil
+	}
+	ctx := context.Background()
+	eng, err := sandbox.Connect(ctx, ep, nil)
+	if err != nil {
+		return nil // no engine: the tests said so already
+	}
+	defer eng.Close()
+	if err := sandboxtest.Sweep(ctx, eng, run); err != nil {
+		return err
+	}
+	vols, err := eng.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+run))})
+	if err != nil {
+		return err
+	}
+	for _, v := range vols.Volumes {
+		if err := eng.VolumeRemove(ctx, v.Name, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// group counts the outcomes of one of the suite's groups for its summary line. A case the
+// host cannot run is counted apart, never as passed.
+type group struct {
+	name                   string
+	mu                     sync.Mutex
+	passed, failed, cannot int
+}
+
+var (
+	probesGroup  = &group{name: "probes from inside"}
+	abuseGroup   = &group{name: "resource abuse"}
+	configGroup  = &group{name: "hostile configuration"}
+	filesGroup   = &group{name: "hostile files"}
+	faultsGroup  = &group{name: "load and faults"}
+	groups       = []*group{probesGroup, abuseGroup, configGroup, filesGroup, faultsGroup}
+	cannotPrefix = "cannot run here: "
+)
+
+func (g *group) summary() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := fmt.Sprintf("%s: %d passed, %d failed", g.name, g.passed, g.failed)
+	if g.cannot > 0 {
+		s += fmt.Sprintf(", %d cannot run here", g.cannot)
+	}
+	return s
+}
+
+func (g *group) record(t *testing.T) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case t.Failed():
+		g.failed++
+	case t.Skipped():
+		g.cannot++
+	default:
+		g.passed++
+	}
+}
+
+// scope is one top-level test of a group. Its cases (subtests marked with case_) are what
+// the summary counts; a test without cases counts as one, and a test that failed outside
+// its cases (in its setup, say) adds one failure so it cannot vanish from the count.
+type scope struct {
+	g                  *group
+	mu                 sync.Mutex
+	cases, failedCases int
+}
+
+// start marks t as a test of group g.
+func (g *group) start(t *testing.T) *scope {
+	s := &scope{g: g}
+	t.Cleanup(func() {
+		s.mu.Lock()
+		cases, failed := s.cases, s.failedCases
+		s.mu.Unlock()
+		switch {
+		case cases == 0:
+			g.record(t)
+		case t.Failed() && failed == 0:
+			g.mu.Lock()
+			g.failed++
+			g.mu.Unlock()
+		}
+	})
+	return s
+}
+
+// case_ marks subtest t as one counted case of the scope.
+func (s *scope) case_(t *testing.T) {
+	s.mu.Lock()
+	s.cases++
+	s.mu.Unlock()
+	t.Cleanup(func() {
+		s.g.record(t)
+		if t.Failed() {
+			s.mu.Lock()
+			s.failedCases++
+			s.mu.Unlock()
+		}
+	})
+}
+
+// cannotRun skips t as a case this host cannot run, with the reason.
+func cannotRun(t *testing.T, format string, a ...any) {
+	t.Helper()
+	t.Skipf(cannotPrefix+format, a...)
+}
