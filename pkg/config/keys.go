@@ -104,7 +104,7 @@ var registry = []*keyDef{
 	{name: "binds", kind: kBinds,
 		doc:   "host paths as HOST:CONTAINER[:ro|:rw]; the host path must be absolute and inside the project; layers add to the list",
 		field: func(c *Config) any { return &c.Binds }},
-	{name: "seccompProfile", kind: kString, env: "SBX_SECCOMP_PROFILE", defDoc: "the engine's default profile",
+	{name: "seccompProfile", kind: kString, env: "SBX_SECCOMP_PROFILE", defDoc: "sbx's built-in profile (moby's current default, whatever the engine)",
 		doc:   "absolute path of a seccomp profile (JSON); unconfined is refused",
 		field: func(c *Config) any { return &c.SeccompProfile }},
 	{name: "apparmorProfile", kind: kString, env: "SBX_APPARMOR_PROFILE", defDoc: "the engine's default profile",

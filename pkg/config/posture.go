@@ -73,7 +73,7 @@ func Posture(r *Resolved) []PostureItem {
 		add("network", "network", LevelWeak, n+": a user-defined network", "code can reach whatever that network reaches")
 	}
 	if c.SeccompProfile == "" {
-		add("seccomp", "seccompProfile", LevelOK, "the engine's default profile", "")
+		add("seccomp", "seccompProfile", LevelOK, "sbx's built-in profile (moby's current default; io_uring blocked)", "")
 	} else {
 		add("seccomp", "seccompProfile", LevelWeak, "custom profile "+c.SeccompProfile, "only as strict as that file; check it blocks what Docker's default does")
 	}

@@ -29,7 +29,7 @@ type Config struct {
 	Env             map[string]string `json:"env"`
 	PassEnv         []string          `json:"passEnv"`
 	Binds           []Bind            `json:"binds"`
-	SeccompProfile  string            `json:"seccompProfile"`  // "" = engine default, else a file path
+	SeccompProfile  string            `json:"seccompProfile"`  // "" = sbx's built-in profile, else a file path
 	ApparmorProfile string            `json:"apparmorProfile"` // "" = engine default
 	Runtime         string            `json:"runtime"`         // "" = engine default
 	DNS             []string          `json:"dns"`

@@ -427,7 +427,7 @@ func (v *validator) securityProfiles() {
 	switch sp := v.c.SeccompProfile; {
 	case sp == "":
 	case sp == "unconfined":
-		v.refuse("seccompProfile", sp, "unconfined turns off the system-call filter that keeps most of the kernel out of reach", "remove seccompProfile to use the engine's default profile")
+		v.refuse("seccompProfile", sp, "unconfined turns off the system-call filter that keeps most of the kernel out of reach", "remove seccompProfile to use sbx's built-in profile")
 	case !filepath.IsAbs(sp):
 		v.refuse("seccompProfile", sp, "not an absolute path", "write the full path of the profile's JSON file")
 	default:

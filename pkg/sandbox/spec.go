@@ -32,6 +32,9 @@ const (
 	LabelCreatedAt  = "dev.sbx.created-at"
 	LabelVersion    = "dev.sbx.version"
 	LabelWorkspace  = "dev.sbx.workspace"
+	// LabelCreateSettings holds the flag settings the sandbox was created with (sbx create
+	// --memory 2g, sbx browser), so later commands without those flags see no drift.
+	LabelCreateSettings = "dev.sbx.create-settings"
 )
 
 // WorkspacePath is where the project (or the private volume) appears inside a sandbox.
@@ -75,6 +78,8 @@ type SpecInput struct {
 	// password. They override Config.Env and stay out of the labels and the config hash;
 	// like all container variables, whoever controls the engine sees them (docker inspect).
 	OneOffEnv []string
+	// CreateSettings are the flag settings this sandbox is created with, kept in a label.
+	CreateSettings []config.Setting
 }
 
 // Spec is the engine's view of a sandbox, ready for ContainerCreate.
@@ -115,6 +120,13 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		LabelProfile:    cfg.Profile,
 		LabelWorkspace:  cfg.Workspace,
 	}
+	if len(in.CreateSettings) > 0 {
+		settings, err := json.Marshal(in.CreateSettings)
+		if err != nil {
+			return nil, fmt.Errorf("encoding create settings: %w", err)
+		}
+		labels[LabelCreateSettings] = string(settings)
+	}
 	maps.Copy(labels, in.ExtraLabels)
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
@@ -149,6 +161,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			return nil, fmt.Errorf("seccomp profile %s: no content given", cfg.SeccompProfile)
 		}
 		secOpts = append(secOpts, "seccomp="+string(in.SeccompJSON))
+	} else {
+		profile, _ := defaultSeccomp()
+		secOpts = append(secOpts, "seccomp="+profile)
 	}
 	if cfg.ApparmorProfile != "" {
 		secOpts = append(secOpts, "apparmor="+cfg.ApparmorProfile)
@@ -259,6 +274,9 @@ func configShape(cfg config.Config, projectRoot string, ports []string) (shape, 
 	}
 	root, _ := json.Marshal(projectRoot)
 	kept["project"] = root
+	if cfg.SeccompProfile == "" {
+		kept["seccompProfile"], _ = json.Marshal(DefaultSeccompID())
+	}
 	if len(ports) > 0 {
 		kept["ports"], _ = json.Marshal(ports)
 	}

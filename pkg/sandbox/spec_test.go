@@ -63,6 +63,15 @@ func TestBuildSpecSecurityDefaults(t *testing.T) {
 			t.Errorf("security option %q", o)
 		}
 	}
+	var seccomp string
+	for _, o := range h.SecurityOpt {
+		if p, ok := strings.CutPrefix(o, "seccomp="); ok {
+			seccomp = p
+		}
+	}
+	if !strings.Contains(seccomp, `"defaultAction":"SCMP_ACT_ERRNO"`) || strings.Contains(seccomp, "io_uring") {
+		t.Errorf("the built-in seccomp profile must deny by default and leave io_uring out: %.200s", seccomp)
+	}
 	if h.Privileged || h.PidMode != "" || h.IpcMode != "" || h.UTSMode != "" || h.UsernsMode != "" || h.CgroupnsMode != "" {
 		t.Errorf("a host namespace or privileged mode is set: %+v", h)
 	}
