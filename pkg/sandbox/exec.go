@@ -214,10 +214,40 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	if opts.Timeout > 0 && res.Duration >= opts.Timeout && (code == 137 || code == 143) && !res.Canceled {
 		res.TimedOut = true
 	}
-	if code == 137 && !res.TimedOut && !res.Canceled {
-		res.OOMKilled = m.oomKilled(ctx, sb, id)
+	if (code == 137 || code == 143) && !res.TimedOut && !res.Canceled {
+		// Killed from outside the command: by the OOM killer, by someone in the sandbox, or
+		// because the sandbox itself went away (stopped, engine restarted), which a bare 137
+		// would hide. A follow-up exec tells these apart; if it cannot run, the sandbox is gone.
+		oom, err := m.oomKilled(ctx, sb, id)
+		if err != nil {
+			if gone := m.sandboxGone(ctx, sb); gone != nil {
+				return nil, gone
+			}
+		}
+		res.OOMKilled = code == 137 && oom
 	}
 	return res, nil
+}
+
+// sandboxGone returns an error saying why when sandbox sb no longer runs. It waits a moment
+// for a sandbox that is still stopping: the command dies before the engine records the stop.
+func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
+	for i := 0; ; i++ {
+		info, err := m.Engine.ContainerInspect(ctx, sb.ID)
+		switch {
+		case err != nil:
+			return errs.Failure(fmt.Errorf("sandbox %q: the command was killed and the engine no longer answers: %w", sb.Name, err),
+				"the engine stopped or restarted while the command ran; check it with \"sbx doctor\" and run the command again")
+		case info.State != nil && !info.State.Running:
+			return errs.Failure(fmt.Errorf("sandbox %q stopped while the command ran (status %s); the command was killed with it", sb.Name, info.State.Status),
+				"run the command again: sbx exec starts the sandbox (an engine restart stops every sandbox)")
+		case i == 10:
+			return nil
+		}
+		if sleepCtx(ctx, 100*time.Millisecond) != nil {
+			return nil
+		}
+	}
 }
 
 // waitExec polls the exec until the engine reports its exit code. The output stream can end a
@@ -240,12 +270,15 @@ func (m *Manager) waitExec(ctx context.Context, execID string) (int, error) {
 	}
 }
 
-func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) bool {
+// oomKilled asks the sandbox whether the kernel's OOM killer fired during exec id. An error
+// means the question could not be asked.
+func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) (bool, error) {
 	var out strings.Builder
-	if _, err := m.runHelper(ctx, sb, &out, execOOMCheck, id); err != nil {
-		return false
+	code, err := m.runHelper(ctx, sb, &out, execOOMCheck, id)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
 	}
-	return strings.TrimSpace(out.String()) == "oom"
+	return strings.TrimSpace(out.String()) == "oom", err
 }
 
 func (m *Manager) cancelExec(ctx context.Context, sb *Sandbox, id string) {

@@ -372,3 +372,17 @@ func TestStopStartAndRemove(t *testing.T) {
 		t.Fatalf("still there: %v", err)
 	}
 }
+
+func TestSandboxStoppedDuringExecIsReported(t *testing.T) {
+	e := newEnv(t, nil)
+	res := e.ensure()
+	go func() {
+		time.Sleep(time.Second)
+		_ = e.m.Stop(context.Background(), e.in.Name)
+	}()
+	var out bytes.Buffer
+	_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sleep", "100"}, Stdout: &out, Stderr: &out})
+	if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
+		t.Fatalf("want an error saying the sandbox stopped, got %v", err)
+	}
+}
