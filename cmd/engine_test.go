@@ -379,3 +379,28 @@ func TestCLIPrune(t *testing.T) {
 		t.Errorf("rm of a missing name: %d %q", r.code, r.stderr)
 	}
 }
+
+// Flags given to create stick to the sandbox: later commands without them see no change.
+func TestCLICreateFlagsAreRemembered(t *testing.T) {
+	c := newCLI(t)
+	name := cliRun + "-flags"
+	if r := c.run("create", "-n", name, "--memory", "600m", "--env", "FROM_FLAG=1"); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	if r := c.run("ls", "--filter", "name="+name); !strings.Contains(r.stdout, "\tok") {
+		t.Errorf("ls reports a change for flags given at create:\n%s", r.stdout)
+	}
+	r := c.run("exec", "-n", name, "--", "sh", "-c", "echo $FROM_FLAG")
+	if r.code != 0 || r.stdout != "1\n" || strings.Contains(r.stderr, "older configuration") {
+		t.Errorf("exec: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = c.run("create", "-n", name); r.code != 0 || !strings.Contains(r.stdout, "ready") {
+		t.Errorf("create without the flags: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	// A real change in the project file is still seen, and measured against the flags.
+	c.write(".sbx.yaml", "pidsLimit: 300\n")
+	r = c.run("ls", "--json", "--filter", "name="+name)
+	if !strings.Contains(r.stdout, `"changedKeys": [`) || !strings.Contains(r.stdout, `"pidsLimit"`) || strings.Contains(r.stdout, `"memory"`) {
+		t.Errorf("ls after a file change: %s", r.stdout)
+	}
+}

@@ -129,6 +129,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	if err != nil {
 		return err
 	}
+	in.CreateSettings = layer
 	opts.IO.Progressf("starting Chromium in sandbox %q\n", name)
 	b, err := m.StartBrowser(ctx, in, sandbox.BrowserOptions{})
 	var startErr *sandbox.BrowserStartError

@@ -22,7 +22,7 @@ func EnsureSandbox(ctx context.Context, f *Factory, r *config.Resolved) (*sandbo
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: Reresolver(f)})
 	if err != nil {
 		return nil, nil, err
 	}

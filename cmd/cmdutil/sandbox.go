@@ -106,16 +106,38 @@ func SandboxNames(f *Factory, args []string) ([]string, error) {
 	return args, nil
 }
 
+// Reresolver resolves an existing sandbox's config from its project with the flag settings
+// and published ports it was created with, so commands without those flags see no drift.
+func Reresolver(f *Factory) func(*sandbox.Sandbox) (sandbox.SpecInput, error) {
+	return func(sb *sandbox.Sandbox) (sandbox.SpecInput, error) {
+		settings, err := sb.CreateSettings()
+		if err != nil {
+			return sandbox.SpecInput{}, err
+		}
+		in := ConfigInputs(f, sb.Name, settings...)
+		in.ProjectDir = sb.Labels[sandbox.LabelProject]
+		r, err := config.Resolve(in)
+		if err != nil {
+			return sandbox.SpecInput{}, err
+		}
+		spec, err := SpecInput(f, r)
+		if err != nil {
+			return sandbox.SpecInput{}, err
+		}
+		spec.Ports, spec.CreateSettings = sb.PublishedPorts(), settings
+		return spec, nil
+	}
+}
+
 // ConfigState compares the config sb was created with against what its project resolves to
-// now: "ok", "changed" with the differing keys, or "unknown" when it cannot be resolved.
+// now, with its creation settings: "ok", "changed" with the differing keys, or "unknown" when
+// it cannot be resolved.
 func ConfigState(f *Factory, sb *sandbox.Sandbox) (string, []string) {
-	in := ConfigInputs(f, sb.Name)
-	in.ProjectDir = sb.Labels[sandbox.LabelProject]
-	r, _ := config.Resolve(in)
-	if r == nil {
+	in, err := Reresolver(f)(sb)
+	if err != nil {
 		return "unknown", nil
 	}
-	shape, hash, err := sandbox.ConfigShape(r.Config, r.ProjectRoot)
+	shape, hash, err := in.Shape()
 	if err != nil {
 		return "unknown", nil
 	}
@@ -147,9 +169,21 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 		return nil, err
 	}
 	live.Exists, live.Status, live.Running = true, sb.Status, sb.Status == "running"
-	shape, hash, err := sandbox.ConfigShape(r.Config, r.ProjectRoot)
+	in, err := SpecInput(f, r)
 	if err != nil {
 		return nil, err
+	}
+	shape, hash, err := in.Shape()
+	if err != nil {
+		return nil, err
+	}
+	if hash != sb.Hash() {
+		// Without flags of its own, explain compares as exec would: with the creation settings.
+		if again, err := Reresolver(f)(sb); err == nil {
+			if againShape, againHash, err := again.Shape(); err == nil && againHash == sb.Hash() {
+				shape, hash = againShape, againHash
+			}
+		}
 	}
 	live.HashMatches = hash == sb.Hash()
 	if !live.HashMatches {

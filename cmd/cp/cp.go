@@ -274,7 +274,7 @@ func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: cmdutil.Reresolver(f)})
 	if err != nil {
 		return nil, err
 	}

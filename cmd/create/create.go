@@ -83,11 +83,12 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return err
 	}
+	in.CreateSettings = opts.Layer
 	before, err := m.Inspect(ctx, r.Name)
 	if err != nil && !sandbox.IsNotFound(err) {
 		return err
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{Replace: opts.Replace})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{Replace: opts.Replace, Reresolve: cmdutil.Reresolver(f)})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -45,9 +47,39 @@ type Sandbox struct {
 // Hash is the config hash the sandbox was created with.
 func (s *Sandbox) Hash() string { return s.Labels[LabelConfigHash] }
 
+// CreateSettings are the flag settings the sandbox was created with.
+func (s *Sandbox) CreateSettings() ([]config.Setting, error) {
+	raw := s.Labels[LabelCreateSettings]
+	if raw == "" {
+		return nil, nil
+	}
+	var settings []config.Setting
+	if err := json.Unmarshal([]byte(raw), &settings); err != nil {
+		return nil, fmt.Errorf("sandbox %q: reading its %s label: %w", s.Name, LabelCreateSettings, err)
+	}
+	return settings, nil
+}
+
+// PublishedPorts are the container ports the sandbox publishes, from its config label.
+func (s *Sandbox) PublishedPorts() []string {
+	var shape struct {
+		Ports []string `json:"ports"`
+	}
+	_ = json.Unmarshal([]byte(s.Labels[LabelConfig]), &shape)
+	return shape.Ports
+}
+
+// hasCreateInputs reports whether the sandbox was made with more than its config files say.
+func (s *Sandbox) hasCreateInputs() bool {
+	return s.Labels[LabelCreateSettings] != "" || len(s.PublishedPorts()) > 0
+}
+
 // EnsureOptions says what to do when the sandbox exists with another configuration.
 type EnsureOptions struct {
 	Replace bool // remove and recreate it
+	// Reresolve resolves an existing sandbox again with the flag settings and ports it was
+	// created with, so that running it without them is not mistaken for a change.
+	Reresolve func(*Sandbox) (SpecInput, error)
 	// RecreateIfIdle recreates it when idle for IdleRecreate or longer; otherwise it is used
 	// as it is and Ensure reports the drift.
 	RecreateIfIdle bool
@@ -120,12 +152,23 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			return nil, err
 		}
 		res := &EnsureResult{Sandbox: sb}
+		if sb.Hash() != hash && !opts.Replace && opts.Reresolve != nil && sb.hasCreateInputs() {
+			// Measure (and apply) a change against the sandbox's own creation settings.
+			if again, err := opts.Reresolve(sb); err == nil {
+				if againShape, againHash, err := again.Shape(); err == nil {
+					in, shape, hash = again, againShape, againHash
+				}
+			}
+		}
 		if sb.Hash() != hash {
 			keys := ShapeDiff(sb.Labels[LabelConfig], shape)
 			idle := m.idleFor(sb)
+			// A sandbox that publishes ports was made by a command (sbx browser) that hands out
+			// one-off secrets; recreating it behind the user's back would break them.
+			recreateIdle := opts.RecreateIfIdle && idle >= IdleRecreate && len(sb.PublishedPorts()) == 0
 			switch {
-			case opts.Replace || (opts.RecreateIfIdle && idle >= IdleRecreate):
-				if opts.RecreateIfIdle && !opts.Replace {
+			case opts.Replace || recreateIdle:
+				if !opts.Replace {
 					m.announce("sandbox %q: configuration changed (%s) and it was idle for %s; recreating it\n", in.Name, strings.Join(keys, ", "), idle.Round(time.Second))
 				}
 				if err := m.removeContainer(ctx, sb, false); err != nil {
