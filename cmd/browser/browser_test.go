@@ -168,7 +168,7 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 			return container.InspectResponse{
 				ContainerJSONBase: &container.ContainerJSONBase{ID: "b1", State: &st},
 				Config:            fb.cfg,
-				NetworkSettings:   &container.NetworkSettings{NetworkSettingsBase: container.NetworkSettingsBase{Ports: ports}},
+				NetworkSettings:   sandboxtest.NetworkSettings(ports),
 			}, nil
 		},
 		ContainerLogsFn: func(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {
@@ -263,3 +263,4 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
+

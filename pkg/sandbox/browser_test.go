@@ -70,7 +70,7 @@ func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 			return container.InspectResponse{
 				ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &st},
 				Config:            e.created,
-				NetworkSettings:   &container.NetworkSettings{NetworkSettingsBase: container.NetworkSettingsBase{Ports: ports}},
+				NetworkSettings:   sandboxtest.NetworkSettings(ports),
 			}, nil
 		},
 		ContainerLogsFn: func(_ context.Context, id string, o container.LogsOptions) (io.ReadCloser, error) {
@@ -253,3 +253,4 @@ func TestBrowserHeadless(t *testing.T) {
 		}
 	}
 }
+
