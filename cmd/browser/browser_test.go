@@ -263,4 +263,3 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
-

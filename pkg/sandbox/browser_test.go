@@ -253,4 +253,3 @@ func TestBrowserHeadless(t *testing.T) {
 		}
 	}
 }
-
