@@ -68,7 +68,7 @@ func Unreachable(ep Endpoint, cause error) error {
 	}
 	return errs.Failure(
 		fmt.Errorf("cannot reach the Docker engine at %s (from %s): %w", ep.Host, ep.Source, cause),
-		fmt.Sprintf("start Docker (or run scripts/test-env.sh as root), or point DOCKER_HOST at a running engine; %q checks the setup", "sbx doctor"))
+		fmt.Sprintf("start the engine at %s (for example \"sudo systemctl start docker\"), or set DOCKER_HOST to an engine that runs; \"sbx doctor\" checks the setup", ep.Host))
 }
 
 func clientTLS(t *TLS) (*tls.Config, error) {

@@ -287,7 +287,7 @@ var engineFreeCommands = []string{"completion", "config", "help", "mcp"}
 // when the engine is gone: 125 and the hint, except doctor, which reports a failed check
 // (exit 1) with its fix, and explain, which reports the engine as a fact and succeeds.
 func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
-	const says, hint = "cannot reach the Docker engine", "hint: start Docker"
+	const says, hint = "cannot reach the Docker engine", "hint: start the engine at "
 	fail := func(args ...string) deadEngineCommand {
 		return deadEngineCommand{args: args, code: 125, says: says, hint: hint}
 	}
