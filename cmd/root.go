@@ -18,10 +18,13 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/logs"
 	"github.com/sbx-sandbox/sbx/cmd/ls"
 	"github.com/sbx-sandbox/sbx/cmd/mcp"
+	"github.com/sbx-sandbox/sbx/cmd/pause"
 	"github.com/sbx-sandbox/sbx/cmd/prune"
 	"github.com/sbx-sandbox/sbx/cmd/ps"
 	"github.com/sbx-sandbox/sbx/cmd/rm"
 	"github.com/sbx-sandbox/sbx/cmd/run"
+	"github.com/sbx-sandbox/sbx/cmd/sh"
+	"github.com/sbx-sandbox/sbx/cmd/stats"
 	"github.com/sbx-sandbox/sbx/cmd/stop"
 	"github.com/sbx-sandbox/sbx/cmd/version"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
@@ -77,6 +80,10 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		logs.NewCmdLogs(f, nil),
 		kill.NewCmdKill(f, nil),
 		mcp.NewCmdMCP(f, nil),
+		pause.NewCmdPause(f, nil),
+		pause.NewCmdResume(f, nil),
+		stats.NewCmdStats(f, nil),
+		sh.NewCmdSh(f, nil),
 	)
 	return root
 }

@@ -11,55 +11,70 @@ import (
 )
 
 // EnsureSandbox dials the engine and makes sure the sandbox of r exists and runs, as exec
-// does: created on first use, recreated when its config changed and it has been idle, else
-// used as it is with a warning on stderr. It records the use.
-func EnsureSandbox(ctx context.Context, f *Factory, r *config.Resolved) (*sandbox.Manager, *sandbox.Sandbox, error) {
-	m, err := Manager(ctx, f)
+// does: created on first use, resumed when paused, recreated when its config changed and it
+// has been idle, else used as it is with a warning on stderr. It records the use. The
+// sandbox is leased, so maxRunning does not evict it, until the caller calls release.
+func EnsureSandbox(ctx context.Context, f *Factory, r *config.Resolved) (m *sandbox.Manager, sb *sandbox.Sandbox, release func(), err error) {
+	m, err = Manager(ctx, f)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	in, err := SpecInput(f, r)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: Reresolver(f)})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(res.Drift) > 0 {
 		fmt.Fprintf(f.IOStreams.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
 			r.Name, strings.Join(res.Drift, ", "), r.Name)
 	}
 	_ = m.State.Touch(r.Name)
-	return m, res.Sandbox, nil
+	return m, res.Sandbox, res.Lease.Release, nil
 }
 
 // RunningSandbox returns sandbox name (the project's default when "") without creating or
 // starting it, for the commands that look at what runs inside one (ps, logs, kill). They act
-// on processes that exec started, so the exec tool policy governs them too.
-func RunningSandbox(ctx context.Context, f *Factory, name string) (*sandbox.Manager, *sandbox.Sandbox, error) {
+// on processes that exec started, so the exec tool policy governs them too. A paused sandbox
+// still has its processes, so it is resumed (within maxRunning). The sandbox is leased until
+// the caller calls release.
+func RunningSandbox(ctx context.Context, f *Factory, name string) (m *sandbox.Manager, sb *sandbox.Sandbox, release func(), err error) {
 	r, err := ResolveConfig(f, name)
 	if r == nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := config.CheckTool(r, config.ToolExec); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if r.ExecsOnHost() {
-		return nil, nil, HostModeError(r)
+		return nil, nil, nil, HostModeError(r)
 	}
-	m, err := Manager(ctx, f)
+	m, err = Manager(ctx, f)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	sb, err := m.Inspect(ctx, r.Name)
+	lease, err := m.Lease(ctx, r.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	if sb.Status != "running" {
-		return m, nil, &NotRunningError{Name: r.Name, Status: sb.Status}
+	sb, err = m.Inspect(ctx, r.Name)
+	if err == nil && sb.Status == "paused" {
+		f.IOStreams.Progressf("sandbox %q is paused; resuming it\n", r.Name)
+		if _, err = m.Resume(ctx, r.Name, r.Config); err == nil {
+			sb.Status = "running"
+		}
 	}
-	return m, sb, nil
+	switch {
+	case err != nil:
+		lease.Release()
+		return nil, nil, nil, err
+	case sb.Status != "running":
+		lease.Release()
+		return m, nil, nil, &NotRunningError{Name: r.Name, Status: sb.Status}
+	}
+	return m, sb, lease.Release, nil
 }
 
 // HostModeError refuses a command that only makes sense in a sandbox when mode says this

@@ -157,10 +157,11 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 	if err != nil {
 		return err
 	}
-	sb, err := ensureSandbox(ctx, opts, m, r)
+	sb, release, err := ensureSandbox(ctx, opts, m, r)
 	if err != nil {
 		return err
 	}
+	defer release()
 	_ = m.State.Touch(r.Name)
 
 	var bar *progressBar
@@ -257,31 +258,37 @@ func checkHostSide(opts *CpOptions, host archive.Location, into bool) (string, e
 
 // ensureSandbox returns the sandbox to copy with. A running one is used as it is, even when
 // its configuration changed since: recreating it would lose its tmpfs contents, which may be
-// what the user is copying out. Otherwise it is created or started as sbx exec does.
-func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *config.Resolved) (*sandbox.Sandbox, error) {
+// what the user is copying out. Otherwise it is created, started or resumed as sbx exec
+// does. The sandbox is leased (see maxRunning) until release is called.
+func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *config.Resolved) (sb *sandbox.Sandbox, release func(), err error) {
 	f := opts.Factory
-	sb, err := m.Inspect(ctx, r.Name)
+	lease, err := m.Lease(ctx, r.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err = m.Inspect(ctx, r.Name)
 	if err == nil && sb.Status == "running" {
 		if state, keys := cmdutil.ConfigState(f, sb); state == "changed" {
 			warnDrift(opts.IO, r.Name, keys)
 		}
-		return sb, nil
+		return sb, lease.Release, nil
 	}
+	lease.Release() // Ensure takes its own
 	if err != nil && !sandbox.IsNotFound(err) {
-		return nil, err
+		return nil, nil, err
 	}
 	in, err := cmdutil.SpecInput(f, r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: cmdutil.Reresolver(f)})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(res.Drift) > 0 {
 		warnDrift(opts.IO, r.Name, res.Drift)
 	}
-	return res.Sandbox, nil
+	return res.Sandbox, res.Lease.Release, nil
 }
 
 func warnDrift(io *iostreams.IOStreams, name string, keys []string) {

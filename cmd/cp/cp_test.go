@@ -317,10 +317,11 @@ func TestEnsureSandboxKeepsARunningOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := ensureSandbox(context.Background(), &CpOptions{IO: ios, Factory: f}, m, r)
+	sb, release, err := ensureSandbox(context.Background(), &CpOptions{IO: ios, Factory: f}, m, r)
 	if err != nil || sb.ID != "c1" {
 		t.Fatalf("sandbox %+v, err %v", sb, err)
 	}
+	release()
 	if !strings.Contains(errOut.String(), "runs with an older configuration") || !strings.Contains(errOut.String(), "memory") {
 		t.Errorf("stderr %q", errOut)
 	}

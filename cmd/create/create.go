@@ -29,7 +29,7 @@ type Result struct {
 	Name      string `json:"name"`
 	Container string `json:"container"`
 	ID        string `json:"id"`
-	Action    string `json:"action"` // created, started, ready, replaced
+	Action    string `json:"action"` // created, started, resumed, ready, replaced
 	Image     string `json:"image"`
 	Project   string `json:"project"`
 }
@@ -92,6 +92,7 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return err
 	}
+	res.Lease.Release()
 	_ = m.State.Touch(r.Name)
 	action := "ready"
 	switch {
@@ -99,6 +100,8 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		action = "replaced"
 	case res.Created:
 		action = "created"
+	case before != nil && before.Status == "paused":
+		action = "resumed"
 	case before != nil && before.Status != "running":
 		action = "started"
 	}

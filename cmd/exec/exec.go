@@ -130,10 +130,11 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 		return hostRun(ctx, opts, r, env, timeout)
 	}
 
-	m, sb, err := cmdutil.EnsureSandbox(ctx, f, r)
+	m, sb, release, err := cmdutil.EnsureSandbox(ctx, f, r)
 	if err != nil {
 		return err
 	}
+	defer release()
 	if opts.Detach {
 		return detachRun(ctx, opts, m, sb, env, r)
 	}

@@ -61,10 +61,11 @@ has exited, whatever is left of its group gets TERM, then KILL 5 s later.`,
 }
 
 func killRun(ctx context.Context, opts *KillOptions) error {
-	m, sb, err := cmdutil.RunningSandbox(ctx, opts.Factory, opts.Name)
+	m, sb, release, err := cmdutil.RunningSandbox(ctx, opts.Factory, opts.Name)
 	if err != nil {
 		return err
 	}
+	defer release()
 	p, err := m.KillProc(ctx, sb, opts.ID, opts.Signal)
 	if err != nil {
 		return err

@@ -59,10 +59,11 @@ newest 768 KiB to 1 MiB of each stream; older output is dropped, and logs says s
 }
 
 func logsRun(ctx context.Context, opts *LogsOptions) error {
-	m, sb, err := cmdutil.RunningSandbox(ctx, opts.Factory, opts.Name)
+	m, sb, release, err := cmdutil.RunningSandbox(ctx, opts.Factory, opts.Name)
 	if err != nil {
 		return err
 	}
+	defer release()
 	p, err := m.Proc(ctx, sb, opts.ID)
 	if err != nil {
 		return err

@@ -110,10 +110,13 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	}
 	now := f.Now()
 	rows := make([][]string, 0, len(entries))
-	running := 0
+	running, paused := 0, 0
 	for _, e := range entries {
-		if e.Status == "running" {
+		switch e.Status {
+		case "running":
 			running++
+		case "paused":
+			paused++
 		}
 		idle := "-"
 		if e.LastUsedAt != nil {
@@ -136,6 +139,8 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 			switch {
 			case col == 1 && rows[row][1] == "running":
 				return "2"
+			case col == 1 && rows[row][1] == "paused":
+				return "3"
 			case col == 6 && rows[row][6] == "changed":
 				return "3"
 			}
@@ -144,6 +149,9 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	}
 	t.Print(opts.IO)
 	footer := fmt.Sprintf("%d sandboxes (%d running)", len(entries), running)
+	if paused > 0 {
+		footer = fmt.Sprintf("%d sandboxes (%d running, %d paused)", len(entries), running, paused)
+	}
 	if opts.IO.IsStdoutTTY() {
 		fmt.Fprintln(opts.IO.Out, footer)
 	} else {

@@ -35,8 +35,8 @@ func NewCmdMCP(f *cmdutil.Factory, runF func(context.Context, *MCPOptions) error
 Code, or any MCP client) can work in a sandbox (the project's default one, or -n NAME)
 instead of on your machine. Register "sbx mcp" as a stdio server; see the README.
 
-Tools: exec, run, read_file, write_file, list_files, start_process, list_processes,
-process_output, kill_process and explain. Each is gated by the tool policy (tools.allow and
+Tools: exec, shell (a persistent shell session, as sbx sh), run, read_file, write_file,
+list_files, start_process, list_processes, process_output, kill_process and explain. Each is gated by the tool policy (tools.allow and
 tools.deny: exec, read, write), and each description states the sandbox's resolved limits.
 The sandbox is created on the first call that needs it. Messages go to stderr; stdout
 carries only the protocol. The server ends when its client closes stdin.`,
@@ -68,7 +68,7 @@ func mcpRun(ctx context.Context, opts *MCPOptions) error {
 	}
 	srv := mcpserver.New(mcpserver.Options{
 		Resolved: r,
-		Sandbox: func(ctx context.Context) (*sandbox.Manager, *sandbox.Sandbox, error) {
+		Sandbox: func(ctx context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
 			return cmdutil.EnsureSandbox(ctx, f, r)
 		},
 		Env:     cmdutil.PassEnv(f, r),

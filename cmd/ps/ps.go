@@ -72,7 +72,10 @@ and how long it ran. Exited processes stay listed until the sandbox stops.`,
 
 func psRun(ctx context.Context, opts *PsOptions) error {
 	f := opts.Factory
-	m, sb, err := cmdutil.RunningSandbox(ctx, f, opts.Name)
+	m, sb, release, err := cmdutil.RunningSandbox(ctx, f, opts.Name)
+	if release != nil {
+		defer release()
+	}
 	var notRunning *cmdutil.NotRunningError
 	var list []sandbox.Proc
 	switch {

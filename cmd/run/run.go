@@ -143,10 +143,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if opts.TimeoutSet {
 		timeout = opts.Timeout
 	}
-	m, sb, err := cmdutil.EnsureSandbox(ctx, f, r)
+	m, sb, release, err := cmdutil.EnsureSandbox(ctx, f, r)
 	if err != nil {
 		return err
 	}
+	defer release()
 	ro := sandbox.RunOptions{Lang: opts.Lang, Code: code, Env: cmdutil.PassEnv(f, r), WorkDir: exec.WorkDir("", r), Timeout: timeout,
 		MaxOutput: opts.MaxOutput, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut}
 	var stdout, stderr bytes.Buffer

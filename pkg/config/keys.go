@@ -95,6 +95,12 @@ var registry = []*keyDef{
 	{name: "timeout", kind: kDuration, env: "SBX_TIMEOUT",
 		doc:   "default time limit of each exec such as 30s or 10m; 0 means none",
 		field: func(c *Config) any { return &c.Timeout }},
+	{name: "maxRunning", kind: kInt, env: "SBX_MAX_RUNNING",
+		doc:   "at most this many of your sandboxes run at once on the engine; starting one more first evicts the least recently used one without a command in flight; 0 = no cap",
+		field: func(c *Config) any { return &c.MaxRunning }},
+	{name: "evict", kind: kString, env: "SBX_EVICT", enum: []string{EvictPause, EvictStop},
+		doc:   "how maxRunning evicts a sandbox: pause keeps its processes and memory (resumed on next use), stop ends them and frees the memory",
+		field: func(c *Config) any { return &c.Evict }},
 	{name: "env", kind: kEnv,
 		doc:   "environment set on the sandbox; layers merge by name; secret-looking names are refused (use passEnv)",
 		field: func(c *Config) any { return &c.Env }},
@@ -150,6 +156,12 @@ const (
 	ModeAll     = "all"
 	ModeNonMain = "non-main"
 	ModeOff     = "off"
+)
+
+// Evict values: how maxRunning makes room.
+const (
+	EvictPause = "pause"
+	EvictStop  = "stop"
 )
 
 // Workspace values.

@@ -67,6 +67,19 @@ func TestResolveLayers(t *testing.T) {
 			checks: []check{{"memory", "3g", "env:SBX_MEMORY"}, {"network", "bridge", "project:@/.sbx.yaml:2"}},
 		},
 		{
+			name: "maxRunning and evict",
+			setup: func(f *fixture) {
+				f.projectFile("maxRunning: 3\n")
+				f.env["SBX_EVICT"] = "stop"
+			},
+			checks: []check{{"maxRunning", "3", "project:@/.sbx.yaml:1"}, {"evict", "stop", "env:SBX_EVICT"}},
+		},
+		{
+			name:   "maxRunning from the environment, evict by default",
+			setup:  func(f *fixture) { f.env["SBX_MAX_RUNNING"] = "5" },
+			checks: []check{{"maxRunning", "5", "env:SBX_MAX_RUNNING"}, {"evict", "pause", "default"}},
+		},
+		{
 			name: "flags over env",
 			setup: func(f *fixture) {
 				f.env["SBX_MEMORY"] = "3g"

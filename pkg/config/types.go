@@ -26,6 +26,8 @@ type Config struct {
 	PidsLimit       int64             `json:"pidsLimit"`
 	Ulimits         map[string]Ulimit `json:"ulimits"`
 	Timeout         time.Duration     `json:"timeout"`
+	MaxRunning      int               `json:"maxRunning"` // 0 = no cap
+	Evict           string            `json:"evict"`      // pause | stop
 	Env             map[string]string `json:"env"`
 	PassEnv         []string          `json:"passEnv"`
 	Binds           []Bind            `json:"binds"`

@@ -257,6 +257,9 @@ func (v *validator) limits() {
 			v.refuse(key, u.String(), "the soft limit is above the hard limit", "write it as SOFT:HARD with SOFT <= HARD")
 		}
 	}
+	if c.MaxRunning < 0 {
+		v.refuse("maxRunning", strconv.Itoa(c.MaxRunning), "must not be negative", "set it to 0 for no cap, or the number of sandboxes that may run at once")
+	}
 	if c.Prune.IdleHours < 0 {
 		v.refuse("prune.idleHours", strconv.Itoa(c.Prune.IdleHours), "must not be negative", "set it to 0 to disable, or a number of hours")
 	}

@@ -50,6 +50,8 @@ func TestValidationRefuses(t *testing.T) {
 		{"cpus above host", project("cpus: 8\n"), "cpus", "more than this host's 4 CPUs"},
 		{"pids unlimited", project("pidsLimit: -1\n"), "pidsLimit", "below the minimum of 16"},
 		{"pids too low", func(f *fixture) { f.flag("pidsLimit", "8") }, "pidsLimit", `flag:--pidsLimit: pidsLimit "8"`},
+		{"maxRunning negative", project("maxRunning: -1\n"), "maxRunning", "must not be negative"},
+		{"evict unknown", func(f *fixture) { f.env["SBX_EVICT"] = "kill" }, "evict", `env:SBX_EVICT: evict "kill": not one of pause, stop`},
 		{"ulimit unknown", project("ulimits: {files: 10}\n"), "ulimits.files", "unknown limit"},
 		{"ulimit soft above hard", project("ulimits: {nofile: 10:5}\n"), "ulimits.nofile", "soft limit is above the hard limit"},
 		{"secret in env", project("env:\n  GITHUB_TOKEN: ghp_abc\n"), "env.GITHUB_TOKEN", `project:@/.sbx.yaml:2: env.GITHUB_TOKEN "***": looks like a secret`},

@@ -235,10 +235,11 @@ func fileType(y string) string {
 // script runs one of the file scripts in the sandbox. A non-zero exit becomes an error with
 // what the script said on stderr.
 func (s *server) script(ctx context.Context, what, body string, args []string, stdin io.Reader, stdout io.Writer) error {
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return err
 	}
+	defer release()
 	var stderr bytes.Buffer
 	res, err := m.Exec(ctx, sb, sandbox.ExecOptions{
 		Cmd:         append([]string{"bash", "-c", body, "sbx-file"}, args...),

@@ -36,8 +36,9 @@ const (
 // running sandbox, called by every tool that acts in it.
 type Options struct {
 	Resolved *config.Resolved
-	// Sandbox makes sure the sandbox runs and returns it with a manager for it.
-	Sandbox func(ctx context.Context) (*sandbox.Manager, *sandbox.Sandbox, error)
+	// Sandbox makes sure the sandbox runs and returns it with a manager for it, leased (so
+	// maxRunning does not evict it) until the tool call calls release.
+	Sandbox func(ctx context.Context) (m *sandbox.Manager, sb *sandbox.Sandbox, release func(), err error)
 	// Env holds variables for every command (passEnv), as NAME=VALUE.
 	Env []string
 	// WorkDir is where commands run and relative paths start, unless a call says otherwise.

@@ -17,12 +17,12 @@ import (
 
 // connect serves New(opts) over an in-memory transport and returns a client session. The
 // sandbox function fails the test when called, unless the test sets its own.
-func connect(t *testing.T, r *config.Resolved, sb func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, error)) *mcp.ClientSession {
+func connect(t *testing.T, r *config.Resolved, sb func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error)) *mcp.ClientSession {
 	t.Helper()
 	if sb == nil {
-		sb = func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, error) {
+		sb = func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
 			t.Error("the sandbox was needed, but the call should have failed before")
-			return nil, nil, errors.New("no sandbox in this test")
+			return nil, nil, nil, errors.New("no sandbox in this test")
 		}
 	}
 	srv := New(Options{Resolved: r, Sandbox: sb, Version: "test"})
@@ -80,7 +80,7 @@ func TestToolsListAndDescriptions(t *testing.T) {
 		names = append(names, tool.Name)
 		desc[tool.Name] = tool.Description
 	}
-	want := []string{"exec", "run", "read_file", "write_file", "list_files", "start_process", "list_processes", "process_output", "kill_process", "explain"}
+	want := []string{"exec", "shell", "run", "read_file", "write_file", "list_files", "start_process", "list_processes", "process_output", "kill_process", "explain"}
 	for _, n := range want {
 		if !slices.Contains(names, n) {
 			t.Errorf("tool %s missing from %v", n, names)
@@ -125,6 +125,7 @@ func TestPolicyDenialIsAnErrorResult(t *testing.T) {
 		"exec":          map[string]any{"command": "true"},
 		"run":           map[string]any{"language": "python", "code": "print(1)"},
 		"start_process": map[string]any{"command": "sleep 1"},
+		"shell":         map[string]any{"command": "cd /tmp"},
 	} {
 		res := call(t, cs, tool, args)
 		if !res.IsError || !strings.Contains(text(res), "denied by") || !strings.Contains(text(res), "hint:") {
@@ -183,6 +184,9 @@ func TestBadArgumentsAreErrorResults(t *testing.T) {
 		{"process_output", map[string]any{"id": "../etc"}, "bad process ID"},
 		{"kill_process", map[string]any{"id": "abc", "signal": "NOPE"}, "unknown signal"},
 		{"start_process", map[string]any{"command": ""}, "command is required"},
+		{"shell", map[string]any{"command": " "}, "command is required"},
+		{"shell", map[string]any{"command": "pwd", "session": "../x"}, "bad session name"},
+		{"shell", map[string]any{"command": "pwd", "timeoutSeconds": 3600}, "above this sandbox's limit"},
 	} {
 		res := call(t, cs, tt.tool, tt.args)
 		if !res.IsError || !strings.Contains(text(res), tt.want) {
@@ -192,7 +196,7 @@ func TestBadArgumentsAreErrorResults(t *testing.T) {
 }
 
 func TestHandlerPanicBecomesAnError(t *testing.T) {
-	cs := connect(t, resolved(nil), func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, error) {
+	cs := connect(t, resolved(nil), func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
 		panic("boom")
 	})
 	res := call(t, cs, "exec", map[string]any{"command": "true"})

@@ -49,6 +49,22 @@ type ExecOutput struct {
 	DurationMs int64  `json:"durationMs"`
 }
 
+// ShellInput is the shell tool's arguments.
+type ShellInput struct {
+	Command        string  `json:"command" jsonschema:"bash script run in the session's long-lived shell (may be empty with reset)"`
+	Session        string  `json:"session,omitempty" jsonschema:"session name: letters, digits, - and _ (default: default); each session has its own shell"`
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty" jsonschema:"interrupt the script after this many seconds (default and maximum: the sandbox's timeout); the session keeps its state"`
+	Reset          bool    `json:"reset,omitempty" jsonschema:"start the session's shell afresh before the script"`
+	MaxOutputBytes int64   `json:"maxOutputBytes,omitempty" jsonschema:"keep at most this many bytes of each output stream (default 262144)"`
+}
+
+// ShellOutput is how a shell call ended.
+type ShellOutput struct {
+	ExecOutput
+	Session string `json:"session"`
+	Notice  string `json:"notice,omitempty" jsonschema:"set when the session's shell was replaced (its state is gone) or ended during the call"`
+}
+
 // StartInput is the start_process tool's arguments.
 type StartInput struct {
 	CommandInput
@@ -105,6 +121,8 @@ type NoInput struct{}
 func (s *server) register(srv *mcp.Server) {
 	addTool(s, srv, toolSpec{name: "exec", policy: config.ToolExec,
 		does: "Run a shell command in the sandbox and return its stdout, stderr and exit code. It and every process it starts are terminated when it ends or times out."}, s.exec)
+	addTool(s, srv, toolSpec{name: "shell", policy: config.ToolExec,
+		does: "Run a bash script in a persistent shell session of the sandbox and return its stdout, stderr and exit code exactly. The working directory, variables, functions and aliases a call sets stay for the next call on the same session; calls on one session run one at a time. A timeout interrupts the script (like Ctrl-C) and ends what it started, but keeps the session. exit in the script ends the shell: the next call starts a new one, and notice says so."}, s.shell)
 	addTool(s, srv, toolSpec{name: "run", policy: config.ToolExec,
 		does: "Run a code snippet (python, bash, sh; node, go and java need the sandbox's common profile) and return its output and exit code. The code is saved as a file and run by its interpreter, so it needs no quoting; Java runs the public class, else the first class."}, s.run)
 	addTool(s, srv, toolSpec{name: "read_file", policy: config.ToolRead,
@@ -138,10 +156,11 @@ func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 	if err != nil {
 		return ExecOutput{}, err
 	}
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return ExecOutput{}, err
 	}
+	defer release()
 	var stdout, stderr bytes.Buffer
 	out, errw := &sandbox.CapWriter{W: &stdout, Limit: limit}, &sandbox.CapWriter{W: &stderr, Limit: limit}
 	eo.Stdout, eo.Stderr = out, errw
@@ -154,6 +173,44 @@ func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 	}
 	return ExecOutput{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: res.ExitCode, TimedOut: res.TimedOut,
 		Truncated: out.Truncated() || errw.Truncated(), OOMKilled: res.OOMKilled, DurationMs: res.Duration.Milliseconds()}, nil
+}
+
+func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) {
+	if strings.TrimSpace(in.Command) == "" && !in.Reset {
+		return ShellOutput{}, errs.Usagef("command is required")
+	}
+	session := in.Session
+	if session == "" {
+		session = sandbox.DefaultSession
+	}
+	if err := sandbox.ValidSession(session); err != nil {
+		return ShellOutput{}, err
+	}
+	timeout, err := s.timeout(in.TimeoutSeconds)
+	if err != nil {
+		return ShellOutput{}, err
+	}
+	limit, err := maxOutput(in.MaxOutputBytes)
+	if err != nil {
+		return ShellOutput{}, err
+	}
+	m, sb, release, err := s.Sandbox(ctx)
+	if err != nil {
+		return ShellOutput{}, err
+	}
+	defer release()
+	var stdout, stderr bytes.Buffer
+	out, errw := &sandbox.CapWriter{W: &stdout, Limit: limit}, &sandbox.CapWriter{W: &stderr, Limit: limit}
+	res, err := m.Shell(ctx, sb, sandbox.ShellOptions{Session: session, Script: []byte(in.Command), NoScript: in.Command == "",
+		Reset: in.Reset, Timeout: timeout, Env: s.Env, WorkDir: s.WorkDir, Stdout: out, Stderr: errw})
+	if err != nil {
+		return ShellOutput{}, err
+	}
+	if res.Canceled {
+		return ShellOutput{}, ctx.Err()
+	}
+	return ShellOutput{Session: session, Notice: res.Notice(session), ExecOutput: ExecOutput{Stdout: stdout.String(), Stderr: stderr.String(),
+		ExitCode: res.ExitCode, TimedOut: res.TimedOut, Truncated: out.Truncated() || errw.Truncated(), DurationMs: res.Duration.Milliseconds()}}, nil
 }
 
 // command checks a command's arguments and returns its argv, environment and directory.
@@ -186,10 +243,11 @@ func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
 	if err != nil {
 		return ExecOutput{}, err
 	}
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return ExecOutput{}, err
 	}
+	defer release()
 	var stdout, stderr bytes.Buffer
 	res, err := m.Run(ctx, sb, sandbox.RunOptions{Lang: in.Language, Code: []byte(in.Code), Env: s.Env, WorkDir: s.WorkDir,
 		Timeout: timeout, MaxOutput: limit, Stdout: &stdout, Stderr: &stderr})
@@ -208,10 +266,11 @@ func (s *server) startProcess(ctx context.Context, in StartInput) (ProcOutput, e
 	if in.TimeoutSeconds < 0 {
 		return ProcOutput{}, errs.Usagef("timeoutSeconds must not be negative")
 	}
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return ProcOutput{}, err
 	}
+	defer release()
 	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: cmd, Env: env, WorkDir: dir,
 		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second))})
 	if err != nil {
@@ -225,10 +284,11 @@ func (s *server) startProcess(ctx context.Context, in StartInput) (ProcOutput, e
 }
 
 func (s *server) listProcesses(ctx context.Context, _ NoInput) (ProcsOutput, error) {
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return ProcsOutput{}, err
 	}
+	defer release()
 	list, err := m.Procs(ctx, sb)
 	if err != nil {
 		return ProcsOutput{}, err
@@ -251,10 +311,11 @@ func (s *server) processOutput(ctx context.Context, in OutputInput) (OutputOutpu
 	if in.Tail < 0 {
 		return OutputOutput{}, errs.Usagef("tail must not be negative")
 	}
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return OutputOutput{}, err
 	}
+	defer release()
 	p, err := m.Proc(ctx, sb, in.ID)
 	if err != nil {
 		return OutputOutput{}, err
@@ -287,10 +348,11 @@ func (s *server) killProcess(ctx context.Context, in KillInput) (ProcOutput, err
 	if err != nil {
 		return ProcOutput{}, err
 	}
-	m, sb, err := s.Sandbox(ctx)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return ProcOutput{}, err
 	}
+	defer release()
 	p, err := m.KillProc(ctx, sb, in.ID, sig)
 	if err != nil {
 		return ProcOutput{}, err

@@ -111,7 +111,7 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 		return nil, err
 	}
 	b.Sandbox = sb
-	if err := m.start(ctx, sb); err != nil {
+	if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error { return m.start(ctx, sb) }); err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
 	sb.Status = "running"

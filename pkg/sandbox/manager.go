@@ -92,6 +92,9 @@ type EnsureResult struct {
 	// Drift lists the keys that differ from the resolved config when the existing sandbox was
 	// kept anyway (RecreateIfIdle on a busy sandbox).
 	Drift []string
+	// Lease keeps maxRunning from evicting the sandbox until the caller releases it (nil
+	// without a state store).
+	Lease *Lease
 }
 
 // DriftError reports a sandbox whose configuration differs from the resolved one.
@@ -119,9 +122,25 @@ func (e *NotManagedError) Hint() string {
 	return "pick another sandbox name with -n, or rename that container"
 }
 
-// Ensure makes sure the sandbox described by in exists and runs. It is safe to call from many
-// processes at once: the engine's name conflict decides who creates, and the others adopt it.
+// Ensure makes sure the sandbox described by in exists and runs, resuming it when paused and
+// keeping within maxRunning when it must start it. It is safe to call from many processes at
+// once: the engine's name conflict decides who creates, and the others adopt it. The result
+// holds a lease on the sandbox, taken first, which the caller releases when its command ends.
 func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) (*EnsureResult, error) {
+	lease, err := m.Lease(ctx, in.Name)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.ensure(ctx, in, opts)
+	if err != nil {
+		lease.Release()
+		return nil, err
+	}
+	res.Lease = lease
+	return res, nil
+}
+
+func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) (*EnsureResult, error) {
 	shape, hash, err := in.Shape()
 	if err != nil {
 		return nil, err
@@ -142,7 +161,7 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			if err != nil {
 				return nil, err
 			}
-			if err := m.start(ctx, created); err != nil {
+			if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error { return m.start(ctx, created) }); err != nil {
 				return nil, err
 			}
 			created.Status = "running"
@@ -181,12 +200,11 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 				return nil, &DriftError{Name: in.Name, Keys: keys}
 			}
 		}
-		switch sb.Status {
-		case "running":
-		case "paused":
-			return nil, errs.Failure(fmt.Errorf("sandbox %q is paused", in.Name), "resume it first")
-		default: // created (left by a killed sbx), exited, dead
-			if err := m.start(ctx, sb); err != nil {
+		if sb.Status != "running" { // paused, or created (left by a killed sbx), exited, dead
+			if sb.Status == "paused" {
+				m.announce("sandbox %q is paused; resuming it\n", in.Name)
+			}
+			if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error { return m.wake(ctx, sb) }); err != nil {
 				return nil, err
 			}
 			sb.Status = "running"

@@ -25,6 +25,9 @@ type stateFile struct {
 
 func (s *StateStore) path(name string) string { return filepath.Join(s.Dir, name+".json") }
 
+// leasePath is the lock file of sandbox name's leases (see admission.go).
+func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir, leaseDir, name) }
+
 // Touch records that sandbox name was used now.
 func (s *StateStore) Touch(name string) error { return s.SetLastUsed(name, s.Now()) }
 
@@ -68,8 +71,9 @@ func (s *StateStore) LastUsed(name string) (time.Time, bool) {
 	return st.LastUsed, true
 }
 
-// Remove forgets sandbox name. A missing file is not an error.
+// Remove forgets sandbox name, with its lease file. A missing file is not an error.
 func (s *StateStore) Remove(name string) error {
+	_ = os.Remove(s.leasePath(name))
 	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing state of %q: %w", name, err)
 	}

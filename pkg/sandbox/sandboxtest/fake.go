@@ -24,27 +24,31 @@ import (
 type FakeEngine struct {
 	T testing.TB
 
-	PingFn                 func(ctx context.Context) (types.Ping, error)
-	ServerVersionFn        func(ctx context.Context) (types.Version, error)
-	InfoFn                 func(ctx context.Context) (system.Info, error)
-	ImageInspectFn         func(ctx context.Context, imageID string) (image.InspectResponse, error)
-	ImageListFn            func(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
-	ImageBuildFn           func(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
-	ImageRemoveFn          func(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
-	ContainerCreateFn      func(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
-	ContainerStartFn       func(ctx context.Context, containerID string, options container.StartOptions) error
-	ContainerInspectFn     func(ctx context.Context, containerID string) (container.InspectResponse, error)
-	ContainerListFn        func(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
-	ContainerStopFn        func(ctx context.Context, containerID string, options container.StopOptions) error
-	ContainerRemoveFn      func(ctx context.Context, containerID string, options container.RemoveOptions) error
-	ContainerLogsFn        func(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
-	ContainerExecCreateFn  func(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
-	ContainerExecAttachFn  func(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
-	ContainerExecInspectFn func(ctx context.Context, execID string) (container.ExecInspect, error)
-	ContainerExecResizeFn  func(ctx context.Context, execID string, options container.ResizeOptions) error
-	VolumeCreateFn         func(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
-	VolumeListFn           func(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
-	VolumeRemoveFn         func(ctx context.Context, volumeID string, force bool) error
+	PingFn                  func(ctx context.Context) (types.Ping, error)
+	ServerVersionFn         func(ctx context.Context) (types.Version, error)
+	InfoFn                  func(ctx context.Context) (system.Info, error)
+	ImageInspectFn          func(ctx context.Context, imageID string) (image.InspectResponse, error)
+	ImageListFn             func(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImageBuildFn            func(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ImageRemoveFn           func(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+	ContainerCreateFn       func(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerStartFn        func(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerInspectFn      func(ctx context.Context, containerID string) (container.InspectResponse, error)
+	ContainerListFn         func(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	ContainerStopFn         func(ctx context.Context, containerID string, options container.StopOptions) error
+	ContainerRemoveFn       func(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerLogsFn         func(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	ContainerPauseFn        func(ctx context.Context, containerID string) error
+	ContainerUnpauseFn      func(ctx context.Context, containerID string) error
+	ContainerStatsFn        func(ctx context.Context, containerID string, stream bool) (container.StatsResponseReader, error)
+	ContainerStatsOneShotFn func(ctx context.Context, containerID string) (container.StatsResponseReader, error)
+	ContainerExecCreateFn   func(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
+	ContainerExecAttachFn   func(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
+	ContainerExecInspectFn  func(ctx context.Context, execID string) (container.ExecInspect, error)
+	ContainerExecResizeFn   func(ctx context.Context, execID string, options container.ResizeOptions) error
+	VolumeCreateFn          func(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
+	VolumeListFn            func(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
+	VolumeRemoveFn          func(ctx context.Context, volumeID string, force bool) error
 }
 
 var _ sandbox.Engine = (*FakeEngine)(nil)
@@ -155,6 +159,34 @@ func (f *FakeEngine) ContainerLogs(ctx context.Context, containerID string, opti
 		return nil, f.unstubbed("ContainerLogs")
 	}
 	return f.ContainerLogsFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerPause(ctx context.Context, containerID string) error {
+	if f.ContainerPauseFn == nil {
+		return f.unstubbed("ContainerPause")
+	}
+	return f.ContainerPauseFn(ctx, containerID)
+}
+
+func (f *FakeEngine) ContainerUnpause(ctx context.Context, containerID string) error {
+	if f.ContainerUnpauseFn == nil {
+		return f.unstubbed("ContainerUnpause")
+	}
+	return f.ContainerUnpauseFn(ctx, containerID)
+}
+
+func (f *FakeEngine) ContainerStats(ctx context.Context, containerID string, stream bool) (container.StatsResponseReader, error) {
+	if f.ContainerStatsFn == nil {
+		return container.StatsResponseReader{}, f.unstubbed("ContainerStats")
+	}
+	return f.ContainerStatsFn(ctx, containerID, stream)
+}
+
+func (f *FakeEngine) ContainerStatsOneShot(ctx context.Context, containerID string) (container.StatsResponseReader, error) {
+	if f.ContainerStatsOneShotFn == nil {
+		return container.StatsResponseReader{}, f.unstubbed("ContainerStatsOneShot")
+	}
+	return f.ContainerStatsOneShotFn(ctx, containerID)
 }
 
 func (f *FakeEngine) ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error) {

@@ -1,0 +1,501 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// A shell session is a long-lived interactive bash inside the sandbox, so the working
+// directory, variables, functions and aliases one call sets are there in the next. It lives
+// under ShellDir/SESSION on the sandbox's /tmp tmpfs (so it ends when the sandbox stops):
+//
+//	fifo        the shell's stdin: it reads one command line per call from it
+//	pid         "PID STARTTIME EPOCH": the shell, its start in clock ticks (to tell a reused
+//	            PID), and when it started
+//	exited      the shell's exit status, written by its supervisor when it ends
+//	lock        flock'ed for the whole of a call, so calls on one session never interleave
+//	last        touched at the end of every call
+//	ID.sh       the call's script; ID.out and ID.err its stdout and stderr; ID.st its status
+//
+// The shell is started by a supervisor in a session of its own (like a background process,
+// it outlives the exec that started it) and is itself the leader of a new session, so its
+// process group holds it and what it runs. It is interactive (bash -i, without job control
+// since it has no terminal) for one reason: on SIGINT an interactive shell abandons the
+// command line it runs and goes back to reading the next one, alive and with its state, as
+// a terminal's Ctrl-C does. Each call writes its script to ID.sh and sends one line:
+//
+//	PROMPT_COMMAND='STATUS'; \builtin \. ID.sh </dev/null >ID.out 2>ID.err; STATUS
+//
+// where STATUS appends "$? MARKER" to ID.st. The script runs in the shell itself (so cd and
+// export last), with its output in files (so it is exact: no prompt, no sentinel in the
+// stream, any bytes). When the script ends the line's own STATUS records its exit status;
+// when SIGINT abandons the line, the prompt command records 130; the first line of ID.st is
+// the one that counts. MARKER is random for each call, so nothing the script prints or
+// writes by accident passes for a status.
+//
+// The exec that sends the call (shellCall, under the usual watchdog) streams ID.out and
+// ID.err back as they grow, and ends its stdout with a trailer "MARKER key=value...", which
+// Shell strips. On timeout, or when sbx goes away (its end of stdin closes, or it is
+// cancelled), it interrupts the call: SIGINT to the shell's process group, which abandons
+// the line; after a moment KILL to what the call started and left running (members of the
+// group that started after it, its background jobs included, never the shell nor earlier
+// background jobs); then, should the line not have been abandoned (the script ignores
+// SIGINT), a line that records the status; and only when the shell still does not answer,
+// KILL to the shell, which the next call replaces.
+const ShellDir = "/tmp/.sbx-sh"
+
+// DefaultSession is the session "sbx sh" uses without -s.
+const DefaultSession = "default"
+
+// ShellLockWait is how long a call waits, by default, for another call on the same session
+// to end.
+const ShellLockWait = time.Minute
+
+// shellCommon holds the helpers of shellCall and shellList: alive reports whether the shell
+// $sp, started at $sst, still runs.
+const shellCommon = `alive() {
+	local l; [ -n "$sp" ] || return 1
+	{ read -r l <"/proc/$sp/stat"; } 2>/dev/null || return 1
+	l=${l##*) }; set -f; set -- $l; set +f
+	[ "$1" != Z ] && [ "$1" != X ] && [ "${20}" = "$sst" ]
+}
+`
+
+// shellSupervisor starts the session's shell, waits for it and records its exit status. It
+// is started with setsid -f rather than &, and runs the shell in the foreground, because bash
+// makes its background children ignore SIGINT, and a shell that starts with SIGINT ignored
+// can never be interrupted.
+const shellSupervisor = `d=$1
+setsid bash --norc --noprofile --noediting -i +m <>"$d/fifo" >/dev/null 2>&1
+printf '%s\n' "$?" >"$d/exited"`
+
+// shellCall runs one call in session dir $1 (see ShellDir): $2 the call ID, $3 its marker,
+// $4 the timeout in ms (0: none), $5 the lock wait in seconds, $6 1 to start a new shell,
+// $7 the script's length on stdin (-1: no script), $8 the command line, $9 the line that
+// records an abandoned call's status, $10 the new shell's first line.
+const shellCall = shellCommon + `d=$1 id=$2 mk=$3 tmo=$4 lw=$5 reset=$6 len=$7 line=$8 sync=$9 init=${10} sup=${11}
+f=$d/$id o=$d/$id.out e=$d/$id.err st=$d/$id.st
+trailer() { printf '%s %s\n' "$mk" "$*"; }
+cleanup() { kill "$cw" 2>/dev/null; rm -f -- "$f".*; }
+mkdir -m 0700 -- "${d%/*}" 2>/dev/null; mkdir -m 0700 -- "$d" 2>/dev/null
+if [ "$len" -ge 0 ] && ! head -c "$len" >"$f.sh"; then trailer err=save; exit 0; fi
+gone=0; trap 'gone=1' TERM
+{ cat; kill -TERM $$; } <&0 >/dev/null 2>&1 & cw=$!
+exec </dev/null
+mkfifo -m 0600 "$f.tick" && exec 8<>"$f.tick"
+nap() { read -r -t "$1" -u 8 _ 2>/dev/null; }
+if ! exec 9>>"$d/lock"; then trailer err=lock; cleanup; exit 0; fi
+flock -w "$lw" 9 & fl=$!
+wait "$fl"; lr=$?
+while [ "$gone" = 0 ] && kill -0 "$fl" 2>/dev/null; do wait "$fl"; lr=$?; done
+if [ "$gone" = 1 ]; then kill "$fl" 2>/dev/null; cleanup; exit 0; fi
+case $lr in 0) ;; 1) trailer busy=1; cleanup; exit 0 ;; *) trailer err=flock; cleanup; exit 0 ;; esac
+for x in "$d"/*.out "$d"/*.err "$d"/*.st; do
+	[ -e "$x" ] || continue
+	case ${x##*/} in "$id".*) ;; *) rm -f -- "$x" ;; esac
+done
+sp= sst= sep=; read -r sp sst sep 2>/dev/null <"$d/pid"
+start=-
+if [ -z "$sp" ]; then start=new
+elif [ "$reset" = 1 ]; then start=reset
+elif ! alive; then ec=; read -r ec 2>/dev/null <"$d/exited"; start=died:${ec:-?}
+fi
+if [ "$start" != - ]; then
+	if [ -n "$sp" ]; then
+		kill -KILL -- "-$sp" 2>/dev/null
+		i=0; while alive && [ $i -lt 40 ]; do nap 0.05; i=$((i+1)); done
+	fi
+	rm -f -- "$d/fifo" "$d/pid" "$d/pid.new" "$d/exited"
+	if ! mkfifo -m 0600 "$d/fifo"; then trailer err=mkfifo; cleanup; exit 0; fi
+	exec 7<>"$d/fifo"
+	setsid -f bash -c "$sup" sbx-shell "$d" </dev/null >/dev/null 2>&1 7>&- 8>&- 9>&-
+	printf '%s\n' "$init" >&7
+	i=0; while [ ! -s "$d/pid.new" ] && [ $i -lt 200 ]; do nap 0.025; i=$((i+1)); done
+	sp= sep= sst=; read -r sp sep 2>/dev/null <"$d/pid.new"
+	if [ -n "$sp" ] && { read -r l <"/proc/$sp/stat"; } 2>/dev/null; then l=${l##*) }; set -f; set -- $l; set +f; sst=${20}; fi
+	if [ -z "$sst" ]; then trailer err=start; cleanup; exit 0; fi
+	printf '%s %s %s\n' "$sp" "$sst" "$sep" >"$d/pid"
+else
+	exec 7<>"$d/fifo"
+fi
+if [ "$len" -lt 0 ]; then : >"$d/last"; trailer "rc=0 start=$start"; cleanup; exit 0; fi
+: >"$o"; : >"$e"
+{ read -r l <"/proc/$$/stat"; } 2>/dev/null; l=${l##*) }; set -f; set -- $l; set +f; cst=${20}
+po=0 pe=0 rc= to=0 end=-
+emit() {
+	local sz so se
+	sz=$(stat -c %s -- "$o" "$e" 2>/dev/null) || return 0
+	so=${sz%%$'\n'*} se=${sz##*$'\n'}
+	if [ "$so" -gt "$po" ]; then tail -c "+$((po + 1))" -- "$o" | head -c "$((so - po))"; po=$so; fi
+	if [ "$se" -gt "$pe" ]; then tail -c "+$((pe + 1))" -- "$e" | head -c "$((se - pe))" >&2; pe=$se; fi
+}
+status() { local c m; [ -s "$st" ] || return 1; read -r c m 2>/dev/null <"$st" || return 1; [ "$m" = "$mk" ] || return 1; rc=$c; }
+died() {
+	local i=0 ec=; while [ ! -s "$d/exited" ] && [ $i -lt 20 ]; do nap 0.05; i=$((i+1)); done
+	read -r ec 2>/dev/null <"$d/exited"; rc=${ec:-125} end=died:${ec:-?}
+}
+over() { local i=0; while [ $i -lt "$1" ]; do status && return 0; alive || { died; return 0; }; emit; nap 0.1; i=$((i+1)); done; return 1; }
+killcall() {
+	local p l
+	for p in /proc/[0-9]*; do
+		p=${p#/proc/}; [ "$p" = "$sp" ] && continue
+		{ read -r l <"/proc/$p/stat"; } 2>/dev/null || continue
+		l=${l##*) }; set -f; set -- $l; set +f
+		[ "$3" = "$sp" ] && [ "${20}" -ge "$cst" ] && kill -KILL "$p" 2>/dev/null
+	done
+}
+interrupt() {
+	kill -INT -- "-$sp" 2>/dev/null
+	over 15; killcall
+	status && return; alive || { died; return; }
+	over 10 && return
+	printf '%s\n' "$sync" >&7; over 10 && return
+	kill -KILL -- "-$sp" 2>/dev/null; rc=137 end=killed
+}
+now() { local e=$EPOCHREALTIME; printf -v "$1" %s "${e//[!0-9]/}"; }
+now t0
+printf '%s\n' "$line" >&7
+iv=0.005
+while :; do
+	status && break
+	alive || { died; break; }
+	if [ "$gone" = 1 ]; then interrupt; cleanup; exit 0; fi
+	now t; if [ "$tmo" -gt 0 ] && [ $((t - t0)) -ge $((tmo * 1000)) ]; then to=1; interrupt; break; fi
+	emit
+	nap "$iv"
+	case $iv in 0.005) iv=0.02 ;; 0.02) iv=0.05 ;; *) iv=0.1 ;; esac
+done
+emit
+: >"$d/last"
+trailer "rc=$rc to=$to start=$start end=$end"
+cleanup
+exit 0`
+
+// shellList prints one tab-separated line per session under $1: name, state (idle, busy,
+// exited), shell PID, start ($EPOCHREALTIME), last use (seconds), working directory.
+const shellList = shellCommon + `for d in "$1"/*/; do
+	d=${d%/}; n=${d##*/}
+	[ -e "$d/pid" ] || continue
+	sp= sst= sep=; read -r sp sst sep 2>/dev/null <"$d/pid"
+	state=exited cwd=
+	if alive; then
+		state=idle; flock -n "$d/lock" true 2>/dev/null || state=busy
+		cwd=$(readlink "/proc/$sp/cwd" 2>/dev/null)
+	fi
+	last=$(stat -c %Y -- "$d/last" 2>/dev/null)
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$state" "$sp" "$sep" "$last" "${cwd//[$'\t\n']/ }"
+done
+exit 0`
+
+var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidSession checks a session name before it becomes part of a path.
+func ValidSession(name string) error {
+	if !sessionPattern.MatchString(name) {
+		return errs.Usagef("bad session name %q: use letters, digits, - and _ (at most 64)", name)
+	}
+	return nil
+}
+
+// ShellOptions describe one call to a shell session.
+type ShellOptions struct {
+	Session string // DefaultSession when ""
+	Script  []byte
+	// NoScript only makes sure the session has a shell (with Reset, a new one).
+	NoScript bool
+	// Reset replaces the session's shell with a new one before the script runs.
+	Reset bool
+	// Timeout interrupts the script when it runs longer; 0 means never.
+	Timeout time.Duration
+	// LockWait bounds the wait for another call on the session; 0 means ShellLockWait.
+	LockWait time.Duration
+	// Env and WorkDir are a new shell's environment and directory; an existing shell keeps
+	// its own.
+	Env     []string
+	WorkDir string
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// ShellResult is how a call ended.
+type ShellResult struct {
+	ExitCode int
+	TimedOut bool
+	Canceled bool
+	// Started says why the call started a new shell: "" (it used the running one), "new"
+	// (the session had none), "reset", or "replaced" (the previous one had ended; PrevExit
+	// is its exit status as recorded, "?" when unknown).
+	Started  string
+	PrevExit string
+	// ShellExited says the shell itself ended during the call (exit, set -e, out of
+	// memory); ExitCode is then its exit status. ShellKilled says sbx killed it because it
+	// did not give up the timed-out command.
+	ShellExited bool
+	ShellKilled bool
+	Duration    time.Duration
+}
+
+// Notice describes what happened to the session's shell during the call, "" when nothing
+// did (a first shell is not worth a word).
+func (r *ShellResult) Notice(session string) string {
+	switch {
+	case r.Started == "replaced":
+		return fmt.Sprintf("the shell of session %q had ended (exit status %s); this call ran in a new one, so its directory, variables and functions started afresh", session, r.PrevExit)
+	case r.Started == "reset":
+		return fmt.Sprintf("started a new shell for session %q", session)
+	case r.ShellExited:
+		return fmt.Sprintf("the shell of session %q exited (status %d); the next call starts a new one", session, r.ExitCode)
+	case r.ShellKilled:
+		return fmt.Sprintf("the shell of session %q did not give up the timed-out command and was killed; the next call starts a new one", session)
+	}
+	return ""
+}
+
+// ShellBusyError is a call that found its session busy with another call for the whole wait.
+type ShellBusyError struct {
+	Sandbox, Session string
+	Waited           time.Duration
+}
+
+func (e *ShellBusyError) Error() string {
+	return fmt.Sprintf("shell session %q of sandbox %q is busy: another call has held it for more than %s", e.Session, e.Sandbox, e.Waited)
+}
+
+// ExitCode is 125: the script did not run.
+func (e *ShellBusyError) ExitCode() int { return errs.CodeFailure }
+
+// Hint says what to do.
+func (e *ShellBusyError) Hint() string {
+	return "try again when the other call ends, wait longer with --wait, or use another session with -s NAME"
+}
+
+// Shell runs opts.Script in a shell session of sandbox sb and returns how it ended; its
+// output goes to opts.Stdout and opts.Stderr byte for byte as it comes.
+func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*ShellResult, error) {
+	session := opts.Session
+	if session == "" {
+		session = DefaultSession
+	}
+	if err := ValidSession(session); err != nil {
+		return nil, err
+	}
+	if len(opts.Script) > MaxCodeSize {
+		return nil, errs.Usagef("the script is %d bytes, more than the %d a shell call accepts", len(opts.Script), MaxCodeSize)
+	}
+	wait := opts.LockWait
+	if wait <= 0 {
+		wait = ShellLockWait
+	}
+	dir := ShellDir + "/" + session
+	id, marker := "c-"+newExecID(), newMarker()
+	line, sync, init := ShellLines(dir, id, marker)
+	length, reset := len(opts.Script), "0"
+	if opts.NoScript {
+		length = -1
+	}
+	if opts.Reset {
+		reset = "1"
+	}
+	// The exec's watchdog is only a safety net: the call enforces the timeout itself, so
+	// that it can interrupt without killing the shell.
+	var safety time.Duration
+	if opts.Timeout > 0 {
+		safety = opts.Timeout + wait + 30*time.Second
+	}
+	// Stdin carries the script, then stays open until the call ends: its EOF tells the
+	// call that sbx went away.
+	done := make(chan struct{})
+	defer close(done)
+	stdout := &trailerWriter{w: orDiscard(opts.Stdout), marker: []byte(marker)}
+	res, err := m.Exec(ctx, sb, ExecOptions{
+		Cmd: []string{"bash", "-c", shellCall, "sbx-sh", dir, id, marker, strconv.FormatInt(opts.Timeout.Milliseconds(), 10),
+			strconv.FormatFloat(wait.Seconds(), 'f', 3, 64), reset, strconv.Itoa(length), line, sync, init, shellSupervisor},
+		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety,
+		Stdin:  io.MultiReader(bytes.NewReader(opts.Script), &blockingReader{done: done}),
+		Stdout: stdout, Stderr: orDiscard(opts.Stderr),
+	})
+	if err != nil {
+		return nil, err
+	}
+	fields, ok := stdout.finish()
+	if res.Canceled {
+		return &ShellResult{Canceled: true, ExitCode: errs.CodeInterrupted, Duration: res.Duration}, nil
+	}
+	if !ok {
+		return nil, errs.Failure(fmt.Errorf("shell session %q of sandbox %q: the call ended without reporting a status (exit %d)", session, sb.Name, res.ExitCode),
+			"run it again; a shell that went away is replaced by the next call")
+	}
+	return shellResult(sb.Name, session, fields, wait, res.Duration)
+}
+
+// shellResult reads the trailer's fields.
+func shellResult(sandbox, session string, fields map[string]string, wait, took time.Duration) (*ShellResult, error) {
+	if fields["busy"] == "1" {
+		return nil, &ShellBusyError{Sandbox: sandbox, Session: session, Waited: wait}
+	}
+	if e := fields["err"]; e != "" {
+		return nil, errs.Failure(fmt.Errorf("shell session %q of sandbox %q could not %s", session, sandbox, map[string]string{
+			"save": "save the script", "lock": "open its lock", "flock": "lock it", "mkfifo": "make its command pipe", "start": "start its shell"}[e]),
+			"the image needs bash, flock and setsid (util-linux), as the bundled ones have, and room on /tmp")
+	}
+	out := &ShellResult{TimedOut: fields["to"] == "1", Duration: took}
+	code, err := strconv.Atoi(fields["rc"])
+	if err != nil {
+		return nil, errs.Failure(fmt.Errorf("shell session %q: bad status %q", session, fields["rc"]), "")
+	}
+	out.ExitCode = code
+	switch start := fields["start"]; {
+	case start == "new", start == "reset":
+		out.Started = start
+	case strings.HasPrefix(start, "died:"):
+		out.Started, out.PrevExit = "replaced", strings.TrimPrefix(start, "died:")
+	}
+	switch end := fields["end"]; {
+	case strings.HasPrefix(end, "died:"):
+		out.ShellExited = true
+	case end == "killed":
+		out.ShellKilled = true
+	}
+	return out, nil
+}
+
+// ShellLines returns the command line that runs call id of session dir, the line that
+// records its status when SIGINT abandoned the first, and a new shell's first line.
+func ShellLines(dir, id, marker string) (line, sync, init string) {
+	f := dir + "/" + id
+	status := func(code string) string {
+		return `\builtin printf "%s ` + marker + `\n" ` + code + ` >>` + f + `.st`
+	}
+	line = `PROMPT_COMMAND='` + status(`"$?"`) + `'; \builtin \. ` + f + `.sh </dev/null >` + f + `.out 2>` + f + `.err; ` + status(`"$?"`)
+	sync = status("130")
+	init = `PS1= PS2= PS0= PS4='+ ' PROMPT_COMMAND=; unset HISTFILE; set +o history +H; \builtin printf "%s %s\n" "$$" "$EPOCHREALTIME" >` + dir + `/pid.new`
+	return line, sync, init
+}
+
+// ShellSession is a session as ShellSessions reports it.
+type ShellSession struct {
+	Name string
+	// State is "idle", "busy" (a call runs) or "exited" (its shell ended; the next call
+	// starts a new one).
+	State     string
+	PID       int
+	Cwd       string
+	StartedAt time.Time
+	LastUsed  time.Time // zero when never used
+}
+
+// ShellSessions lists the shell sessions of sandbox sb, by name.
+func (m *Manager) ShellSessions(ctx context.Context, sb *Sandbox) ([]ShellSession, error) {
+	var out bytes.Buffer
+	code, err := m.script(ctx, sb, shellList, []string{ShellDir}, nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	if code != 0 {
+		return nil, errs.Failure(fmt.Errorf("listing the shell sessions of sandbox %q: exit %d", sb.Name, code), "")
+	}
+	return ParseShellList(out.String())
+}
+
+// ParseShellList reads shellList's output.
+func ParseShellList(s string) ([]ShellSession, error) {
+	var list []ShellSession
+	for _, line := range strings.Split(s, "\n") {
+		if line == "" {
+			continue
+		}
+		f := strings.SplitN(line, "\t", 6)
+		if len(f) != 6 {
+			return nil, fmt.Errorf("reading the session list: bad line %q", line)
+		}
+		ss := ShellSession{Name: f[0], State: f[1], Cwd: f[5], StartedAt: epochTime(f[3])}
+		ss.PID, _ = strconv.Atoi(f[2])
+		if secs, err := strconv.ParseInt(f[4], 10, 64); err == nil {
+			ss.LastUsed = time.Unix(secs, 0).UTC()
+		}
+		list = append(list, ss)
+	}
+	return list, nil
+}
+
+// trailerWriter passes a call's stdout through, holding back its last bytes, which may be
+// the trailer "MARKER fields\n" that the call ends with; finish strips and reads it.
+type trailerWriter struct {
+	w      io.Writer
+	marker []byte
+	held   []byte
+	err    error
+}
+
+// trailerRoom is the most a trailer takes after its marker.
+const trailerRoom = 256
+
+func (t *trailerWriter) Write(p []byte) (int, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	t.held = append(t.held, p...)
+	if keep := len(t.marker) + trailerRoom; len(t.held) > 2*keep {
+		n := len(t.held) - keep
+		if _, err := t.w.Write(t.held[:n]); err != nil {
+			t.err = err
+			return 0, err
+		}
+		t.held = append(t.held[:0], t.held[n:]...)
+	}
+	return len(p), nil
+}
+
+// finish writes what remains before the trailer and returns the trailer's fields; without
+// a well-formed trailer at the very end, everything is output and ok is false.
+func (t *trailerWriter) finish() (map[string]string, bool) {
+	out, fields, ok := SplitTrailer(t.held, t.marker)
+	if t.err == nil && len(out) > 0 {
+		_, t.err = t.w.Write(out)
+	}
+	t.held = nil
+	return fields, ok
+}
+
+// SplitTrailer splits the end of a call's stdout into the output and the fields of its
+// trailer, which must be the last line and start with marker. It is pure.
+func SplitTrailer(b, marker []byte) ([]byte, map[string]string, bool) {
+	i := bytes.LastIndex(b, marker)
+	if i < 0 || !bytes.HasSuffix(b, []byte("\n")) || bytes.IndexByte(b[i:], '\n') != len(b)-i-1 {
+		return b, nil, false
+	}
+	rest := strings.TrimSuffix(string(b[i+len(marker):]), "\n")
+	if rest != "" && !strings.HasPrefix(rest, " ") {
+		return b, nil, false
+	}
+	fields := map[string]string{}
+	for _, kv := range strings.Fields(rest) {
+		k, v, _ := strings.Cut(kv, "=")
+		fields[k] = v
+	}
+	return b[:i], fields, true
+}
+
+// blockingReader returns nothing until done is closed, then EOF.
+type blockingReader struct{ done <-chan struct{} }
+
+func (b *blockingReader) Read([]byte) (int, error) {
+	<-b.done
+	return 0, io.EOF
+}
+
+func newMarker() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "sbx-" + hex.EncodeToString(b)
+}
