@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -114,4 +115,28 @@ func PassEnv(f *Factory, r *config.Resolved) []string {
 		}
 	}
 	return env
+}
+
+// ResolveForSandboxCommand resolves sandbox name's config for a command that must run inside
+// it (run, sh): the exec tool policy must allow it and mode must not send it to the host.
+func ResolveForSandboxCommand(f *Factory, name string) (*config.Resolved, error) {
+	r, err := ResolveConfig(f, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := config.CheckTool(r, config.ToolExec); err != nil {
+		return nil, err
+	}
+	if r.ExecsOnHost() {
+		return nil, HostModeError(r)
+	}
+	return r, nil
+}
+
+// Timeout is the --timeout flag's value when the user set it, else the timeout key's.
+func Timeout(r *config.Resolved, flagSet bool, flag time.Duration) time.Duration {
+	if flagSet {
+		return flag
+	}
+	return r.Config.Timeout
 }

@@ -119,10 +119,7 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 	if err != nil {
 		return err
 	}
-	timeout := r.Config.Timeout
-	if opts.TimeoutSet {
-		timeout = opts.Timeout
-	}
+	timeout := cmdutil.Timeout(r, opts.TimeoutSet, opts.Timeout)
 	if r.ExecsOnHost() {
 		if opts.Detach {
 			return cmdutil.HostModeError(r)

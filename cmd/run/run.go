@@ -15,7 +15,6 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
-	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -129,20 +128,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := cmdutil.ResolveConfig(f, opts.Name)
+	r, err := cmdutil.ResolveForSandboxCommand(f, opts.Name)
 	if err != nil {
 		return err
 	}
-	if err := config.CheckTool(r, config.ToolExec); err != nil {
-		return err
-	}
-	if r.ExecsOnHost() {
-		return cmdutil.HostModeError(r)
-	}
-	timeout := r.Config.Timeout
-	if opts.TimeoutSet {
-		timeout = opts.Timeout
-	}
+	timeout := cmdutil.Timeout(r, opts.TimeoutSet, opts.Timeout)
 	m, sb, release, err := cmdutil.EnsureSandbox(ctx, f, r)
 	if err != nil {
 		return err

@@ -116,20 +116,11 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 	if opts.List {
 		return listRun(ctx, opts)
 	}
-	r, err := cmdutil.ResolveConfig(f, opts.Name)
+	r, err := cmdutil.ResolveForSandboxCommand(f, opts.Name)
 	if err != nil {
 		return err
 	}
-	if err := config.CheckTool(r, config.ToolExec); err != nil {
-		return err
-	}
-	if r.ExecsOnHost() {
-		return cmdutil.HostModeError(r)
-	}
-	timeout := r.Config.Timeout
-	if opts.TimeoutSet {
-		timeout = opts.Timeout
-	}
+	timeout := cmdutil.Timeout(r, opts.TimeoutSet, opts.Timeout)
 	m, sb, release, err := cmdutil.EnsureSandbox(ctx, f, r)
 	if err != nil {
 		return err
