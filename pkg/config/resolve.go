@@ -282,6 +282,22 @@ func (r *Resolved) derive(owner func(string) (int, int, error)) {
 			r.Sources["user"] = Source{Layer: LayerDefault, Note: "owner of the project root"}
 		}
 	}
+	// The profiles' home tmpfs belongs to the sandbox user, whoever that turned out to be.
+	if uid, gid, ok := strings.Cut(c.User, ":"); ok && numericRE.MatchString(uid) && numericRE.MatchString(gid) {
+		for i, t := range c.Tmpfs {
+			if t.Path != profileHome || r.Sources[fmt.Sprintf("tmpfs[%d]", i)].Layer != LayerProfile {
+				continue
+			}
+			for j, o := range t.Options {
+				switch {
+				case strings.HasPrefix(o, "uid="):
+					t.Options[j] = "uid=" + uid
+				case strings.HasPrefix(o, "gid="):
+					t.Options[j] = "gid=" + gid
+				}
+			}
+		}
+	}
 	for i := range c.Binds {
 		if filepath.IsAbs(c.Binds[i].Source) {
 			c.Binds[i].Source = canonical(c.Binds[i].Source)

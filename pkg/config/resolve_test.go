@@ -377,3 +377,28 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+// In rw mode the sandbox runs as the project's owner, and the profile's home must be theirs.
+func TestProfileHomeBelongsToTheSandboxUser(t *testing.T) {
+	f := newFixture(t)
+	f.write(".sbx.yaml", "profile: common\nworkspace: rw\n")
+	r := f.mustResolve()
+	if r.Config.User != "1234:5678" {
+		t.Fatalf("user %q, want the project owner 1234:5678", r.Config.User)
+	}
+	var home []string
+	for _, tm := range r.Config.Tmpfs {
+		if tm.Path == "/home/sandbox" {
+			home = tm.Options
+		}
+	}
+	got := strings.Join(home, ",")
+	if !strings.Contains(got, "uid=1234") || !strings.Contains(got, "gid=5678") || strings.Contains(got, "uid=1000") {
+		t.Errorf("home tmpfs options %q", got)
+	}
+	// An explicit user keeps the home too; the default user leaves the profile's 1000.
+	f.write(".sbx.yaml", "profile: common\n")
+	if got := strings.Join(f.mustResolve().Config.Tmpfs[3].Options, ","); !strings.Contains(got, "uid=1000,gid=1000") {
+		t.Errorf("default user: %q", got)
+	}
+}
