@@ -161,7 +161,16 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			if err != nil {
 				return nil, err
 			}
-			if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error { return m.start(ctx, created) }); err != nil {
+			var startErr error
+			if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error {
+				startErr = m.start(ctx, created)
+				return startErr
+			}); err != nil {
+				if startErr != nil {
+					// The engine refused to start what it just created (a network that does not
+					// exist, say): leave no half-made sandbox behind.
+					_ = m.removeContainer(context.WithoutCancel(ctx), created, false)
+				}
 				return nil, err
 			}
 			created.Status = "running"

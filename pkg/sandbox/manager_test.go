@@ -283,3 +283,25 @@ func TestStateStore(t *testing.T) {
 		t.Errorf("removing twice: %v", err)
 	}
 }
+
+func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
+	removed := ""
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
+		ImageInspectFn:     func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+			return container.CreateResponse{ID: "half"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error {
+			return cerrdefs.ErrNotFound.WithMessage("network nosuchnet not found")
+		},
+		ContainerRemoveFn: func(_ context.Context, id string, _ container.RemoveOptions) error { removed = id; return nil },
+	}
+	_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
+	if err == nil || !strings.Contains(err.Error(), "network nosuchnet not found") || errs.ExitCode(err) != errs.CodeFailure {
+		t.Fatalf("got %v", err)
+	}
+	if removed != "half" {
+		t.Errorf("the container the engine would not start was left behind (removed %q)", removed)
+	}
+}
