@@ -287,8 +287,10 @@ func TestStateStore(t *testing.T) {
 func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
 	removed := ""
 	fake := &sandboxtest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) { return container.InspectResponse{}, errNotFound },
-		ImageInspectFn:     func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
 		ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
 			return container.CreateResponse{ID: "half"}, nil
 		},
