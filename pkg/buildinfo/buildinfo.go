@@ -4,6 +4,7 @@ package buildinfo
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 )
 
 // Version and Commit are set with -ldflags "-X" by make build; otherwise they come from the
@@ -21,8 +22,11 @@ type Info struct {
 	Platform  string `json:"platform"`
 }
 
-// Get returns the build information of the running binary.
-func Get() Info {
+// Get returns the build information of the running binary. It is read once: commands such as
+// ls ask for it per sandbox.
+var Get = sync.OnceValue(get)
+
+func get() Info {
 	info := Info{Version: Version, Commit: Commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
