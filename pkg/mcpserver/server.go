@@ -213,6 +213,16 @@ func (s *server) env(vars map[string]string) ([]string, error) {
 }
 
 // maxOutput checks a requested output cap.
+// callLimits checks a call's timeout and its per-stream output cap.
+func (s *server) callLimits(seconds float64, maxBytes int64) (time.Duration, int64, error) {
+	timeout, err := s.timeout(seconds)
+	if err != nil {
+		return 0, 0, err
+	}
+	limit, err := maxOutput(maxBytes)
+	return timeout, limit, err
+}
+
 func maxOutput(n int64) (int64, error) {
 	switch {
 	case n == 0:

@@ -149,11 +149,8 @@ func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 	if eo.Cmd, eo.Env, eo.WorkDir, err = s.command(in.CommandInput); err != nil {
 		return ExecOutput{}, err
 	}
-	if eo.Timeout, err = s.timeout(in.TimeoutSeconds); err != nil {
-		return ExecOutput{}, err
-	}
-	limit, err := maxOutput(in.MaxOutputBytes)
-	if err != nil {
+	var limit int64
+	if eo.Timeout, limit, err = s.callLimits(in.TimeoutSeconds, in.MaxOutputBytes); err != nil {
 		return ExecOutput{}, err
 	}
 	m, sb, release, err := s.Sandbox(ctx)
@@ -186,11 +183,7 @@ func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) 
 	if err := sandbox.ValidSession(session); err != nil {
 		return ShellOutput{}, err
 	}
-	timeout, err := s.timeout(in.TimeoutSeconds)
-	if err != nil {
-		return ShellOutput{}, err
-	}
-	limit, err := maxOutput(in.MaxOutputBytes)
+	timeout, limit, err := s.callLimits(in.TimeoutSeconds, in.MaxOutputBytes)
 	if err != nil {
 		return ShellOutput{}, err
 	}
@@ -235,11 +228,7 @@ func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
 	if _, err := sandbox.PlanRun(in.Language, []byte(in.Code)); err != nil {
 		return ExecOutput{}, err
 	}
-	timeout, err := s.timeout(in.TimeoutSeconds)
-	if err != nil {
-		return ExecOutput{}, err
-	}
-	limit, err := maxOutput(in.MaxOutputBytes)
+	timeout, limit, err := s.callLimits(in.TimeoutSeconds, in.MaxOutputBytes)
 	if err != nil {
 		return ExecOutput{}, err
 	}
