@@ -38,6 +38,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		Engine: eng,
 		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
 		Now:    f.Now,
+		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
 	}
 	progress := &sandbox.Progress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
 	if !f.IOStreams.Quiet() {

@@ -405,6 +405,7 @@ func (st *state) apply(e entry) {
 	case *[]Tmpfs:
 		for _, it := range e.items {
 			t := it.val.(Tmpfs)
+			t.Options = slices.Clone(t.Options) // entries may be shared (parsedProfiles)
 			i := slices.IndexFunc(*p, func(o Tmpfs) bool { return filepath.Clean(o.Path) == filepath.Clean(t.Path) })
 			if i < 0 {
 				i = len(*p)

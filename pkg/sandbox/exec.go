@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -26,7 +27,7 @@ import (
 // the wrapper, so it is the exec's main process and keeps the TTY. In detached mode (ctl
 // detach) the fifth argument is procScript instead, which starts the command under a
 // supervisor that outlives the exec (see proc.go).
-const execWrapper = `id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5
+const execWrapper = `id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5; unset SBX_AGENT
 case $1 in */*) ;; *) if ! type -P -- "$1" >/dev/null 2>&1; then echo "sbx: $1: command not found" >&2; exit 127; fi ;; esac
 if [ "$ctl" = detach ]; then exec bash -c "$watch" sbx-launch "$ticks" "$grace" "$@"; fi
 d=/tmp/.sbx-exec
@@ -132,58 +133,37 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		ctl = "tick"
 	}
 	cmd := append([]string{"bash", "-c", execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace / tick)), ctl, watch}, opts.Cmd...)
-	created, err := m.Engine.ContainerExecCreate(ctx, sb.ID, container.ExecOptions{
-		User: opts.User, Env: opts.Env, WorkingDir: opts.WorkDir, Cmd: cmd, Tty: opts.TTY,
-		AttachStdin: true, AttachStdout: true, AttachStderr: true,
-	})
-	if err != nil {
-		return nil, m.execErr(ctx, sb, err)
-	}
-	start := m.Now()
 	var size *[2]uint
 	if opts.TTY && opts.TTYSize != nil {
 		if h, w, ok := opts.TTYSize(); ok {
 			size = &[2]uint{h, w}
 		}
 	}
-	resp, err := m.Engine.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: opts.TTY, ConsoleSize: size})
+	start := m.Now()
+	st, err := m.startCommand(ctx, sb, opts, cmd, size)
 	if err != nil {
-		return nil, m.execErr(ctx, sb, err)
+		return nil, err
 	}
-	defer resp.Close()
+	defer st.close()
 
-	var closeOnce sync.Once
-	closeConn := func() { closeOnce.Do(func() { resp.Close() }) }
 	if (opts.Interactive || opts.detach) && opts.Stdin != nil {
 		go func() {
-			_, _ = io.Copy(resp.Conn, opts.Stdin)
-			_ = resp.CloseWrite()
+			_, _ = io.Copy(st, opts.Stdin)
+			_ = st.closeStdin()
 		}()
-	}
-	if size != nil {
-		// Engines before API 1.42 ignore ConsoleSize on start; a resize always works.
-		_ = m.Engine.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Height: size[0], Width: size[1]})
 	}
 	if opts.TTY && opts.Resize != nil && opts.TTYSize != nil {
 		go func() {
 			for range opts.Resize {
 				if h, w, ok := opts.TTYSize(); ok {
-					_ = m.Engine.ContainerExecResize(ctx, created.ID, container.ResizeOptions{Height: h, Width: w})
+					st.resize(h, w)
 				}
 			}
 		}()
 	}
 
 	done := make(chan error, 1)
-	go func() {
-		var err error
-		if opts.TTY {
-			_, err = io.Copy(opts.Stdout, resp.Reader)
-		} else {
-			_, err = stdcopy.StdCopy(opts.Stdout, opts.Stderr, resp.Reader)
-		}
-		done <- err
-	}()
+	go func() { done <- st.copyOutput(opts.Stdout, opts.Stderr) }()
 
 	res := &ExecResult{}
 	var streamErr error
@@ -195,18 +175,27 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		if opts.Interactive {
 			m.cancelExec(bg, sb, id)
 		}
-		// Without -i the watchdog reads our end of stdin: closing the connection is the signal.
-		closeConn()
-		<-done
+		// Without -i the watchdog reads our end of stdin: its EOF is the signal.
+		st.cancel()
+		streamErr = <-done
 		ctx = bg
+	}
+	var spawnErr *spawnError
+	if errors.As(streamErr, &spawnErr) {
+		return nil, m.spawnErr(sb, opts, spawnErr)
 	}
 	if streamErr != nil && !errors.Is(streamErr, io.EOF) && !res.Canceled {
 		return nil, errs.Failure(fmt.Errorf("reading output of %q: %w", strings.Join(opts.Cmd, " "), streamErr), "")
 	}
-	closeConn()
 
-	code, err := m.waitExec(ctx, created.ID)
-	if err != nil {
+	code, err := st.wait(ctx)
+	if errors.Is(err, errAgentLost) && !res.Canceled {
+		if gone := m.sandboxGone(ctx, sb); gone != nil {
+			return nil, gone
+		}
+		err = nil
+	}
+	if err != nil && !errors.Is(err, errAgentLost) {
 		return nil, err
 	}
 	res.ExitCode = code
@@ -227,6 +216,86 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		res.OOMKilled = code == 137 && oom
 	}
 	return res, nil
+}
+
+// cmdStream is a command started in a sandbox, by its agent or by the engine's exec.
+type cmdStream interface {
+	io.Writer // the command's stdin
+	closeStdin() error
+	resize(h, w uint)
+	// copyOutput copies the command's output until it ends.
+	copyOutput(stdout, stderr io.Writer) error
+	// cancel makes the watchdog end the command; copyOutput then returns.
+	cancel()
+	// wait returns the exit code once the output has ended.
+	wait(ctx context.Context) (int, error)
+	close()
+}
+
+// startCommand starts cmd through the sandbox's agent, else through the engine's exec.
+func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (cmdStream, error) {
+	st, err := m.startAgent(ctx, sb, opts, cmd, size)
+	if err == nil {
+		return st, nil
+	}
+	if !errors.Is(err, errNoAgent) {
+		return nil, err
+	}
+	return m.startExec(ctx, sb, opts, cmd, size)
+}
+
+// execStream is a command started through the engine's exec API.
+type execStream struct {
+	m         *Manager
+	id        string
+	resp      types.HijackedResponse
+	tty       bool
+	closeOnce sync.Once
+}
+
+func (m *Manager) startExec(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*execStream, error) {
+	created, err := m.Engine.ContainerExecCreate(ctx, sb.ID, container.ExecOptions{
+		User: opts.User, Env: opts.Env, WorkingDir: opts.WorkDir, Cmd: cmd, Tty: opts.TTY,
+		AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, m.execErr(ctx, sb, err)
+	}
+	resp, err := m.Engine.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: opts.TTY, ConsoleSize: size})
+	if err != nil {
+		return nil, m.execErr(ctx, sb, err)
+	}
+	s := &execStream{m: m, id: created.ID, resp: resp, tty: opts.TTY}
+	if size != nil {
+		// Engines before API 1.42 ignore ConsoleSize on start; a resize always works.
+		s.resize(size[0], size[1])
+	}
+	return s, nil
+}
+
+func (s *execStream) Write(p []byte) (int, error) { return s.resp.Conn.Write(p) }
+func (s *execStream) closeStdin() error           { return s.resp.CloseWrite() }
+func (s *execStream) resize(h, w uint) {
+	_ = s.m.Engine.ContainerExecResize(context.Background(), s.id, container.ResizeOptions{Height: h, Width: w})
+}
+
+func (s *execStream) copyOutput(stdout, stderr io.Writer) error {
+	var err error
+	if s.tty {
+		_, err = io.Copy(stdout, s.resp.Reader)
+	} else {
+		_, err = stdcopy.StdCopy(stdout, stderr, s.resp.Reader)
+	}
+	return err
+}
+
+// cancel closes the connection: the engine closes the command's stdin, which the watchdog reads.
+func (s *execStream) cancel() { s.close() }
+func (s *execStream) close()  { s.closeOnce.Do(func() { s.resp.Close() }) }
+
+func (s *execStream) wait(ctx context.Context) (int, error) {
+	s.close()
+	return s.m.waitExec(ctx, s.id)
 }
 
 // sandboxGone returns an error saying why when sandbox sb no longer runs. It waits a moment
@@ -287,21 +356,15 @@ func (m *Manager) cancelExec(ctx context.Context, sb *Sandbox, id string) {
 
 // runHelper runs one of sbx's own bash snippets in the sandbox and returns its exit code.
 func (m *Manager) runHelper(ctx context.Context, sb *Sandbox, stdout io.Writer, script string, args ...string) (int, error) {
-	created, err := m.Engine.ContainerExecCreate(ctx, sb.ID, container.ExecOptions{
-		Cmd: append([]string{"bash", "-c", script, "sbx-helper"}, args...), AttachStdout: true, AttachStderr: true,
-	})
+	st, err := m.startCommand(ctx, sb, ExecOptions{}, append([]string{"bash", "-c", script, "sbx-helper"}, args...), nil)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := m.Engine.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
-	if err != nil {
+	defer st.close()
+	if err := st.copyOutput(stdout, io.Discard); err != nil {
 		return 0, err
 	}
-	defer resp.Close()
-	if _, err := stdcopy.StdCopy(stdout, io.Discard, resp.Reader); err != nil {
-		return 0, err
-	}
-	return m.waitExec(ctx, created.ID)
+	return st.wait(ctx)
 }
 
 // execErr turns an engine failure to start an exec into plain words.

@@ -43,6 +43,40 @@ type env struct {
 // the sandbox when the test ends, whatever happened.
 func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	t.Helper()
+	return newEnvVia(t, true, mutate)
+}
+
+// viaBoth runs f with sandboxes that have the agent and with sandboxes reached through the
+// engine's exec API (custom images, remote engines).
+func viaBoth(t *testing.T, f func(t *testing.T, agents bool)) {
+	for _, agents := range []bool{true, false} {
+		name := "agent"
+		if !agents {
+			name = "engine-exec"
+		}
+		t.Run(name, func(t *testing.T) { f(t, agents) })
+	}
+}
+
+// newEnvVia is newEnv with the agent on or off. It checks from inside which way commands
+// arrive: a child of the agent has a parent, an engine exec's main process has none (ppid 0).
+func newEnvVia(t *testing.T, agents bool, mutate func(*config.Config)) *env {
+	t.Helper()
+	e := newEnvAgents(t, agents, mutate)
+	e.checkTransport(agents)
+	return e
+}
+
+func (e *env) checkTransport(agents bool) {
+	e.t.Helper()
+	ppid := strings.TrimSpace(e.sh("echo $PPID").stdout)
+	if (ppid != "0") != agents {
+		e.t.Fatalf("agents=%v, but the command's parent pid is %q", agents, ppid)
+	}
+}
+
+func newEnvAgents(t *testing.T, agents bool, mutate func(*config.Config)) *env {
+	t.Helper()
 	eng := sandboxtest.RealEngine(t)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -61,7 +95,7 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 		name = name[:60]
 	}
 	e := &env{t: t, dir: dir,
-		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now,
+		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now, Agents: agents,
 			BuildImage: func(ctx context.Context, image string) error {
 				_, err := sandbox.EnsureImage(ctx, eng, image, nil)
 				return err
@@ -122,39 +156,44 @@ func (e *env) leftovers() string {
 }
 
 func TestExecPrintsAndReuses(t *testing.T) {
-	e := newEnv(t, nil)
-	first := e.ensure()
-	if !first.Created {
-		t.Error("first Ensure did not create the sandbox")
-	}
-	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "print(6*7)"}})
-	if o.res.ExitCode != 0 || o.stdout != "42\n" {
-		t.Fatalf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
-	}
-	again := e.ensure()
-	if again.Created || again.Sandbox.ID != first.Sandbox.ID {
-		t.Errorf("second Ensure made a new container (%s vs %s)", again.Sandbox.ID, first.Sandbox.ID)
-	}
-	o = e.sh("echo out; echo err >&2; exit 3")
-	if o.res.ExitCode != 3 || o.stdout != "out\n" || o.stderr != "err\n" {
-		t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
-	}
-	o = e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"no-such-command"}})
-	if o.res.ExitCode != 127 || !strings.Contains(o.stderr, "no-such-command: command not found") {
-		t.Errorf("missing command: exit %d stderr %q", o.res.ExitCode, o.stderr)
-	}
-	o = e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"/workspace/hello.txt"}})
-	if o.res.ExitCode != 126 {
-		t.Errorf("non-executable file: exit %d stderr %q", o.res.ExitCode, o.stderr)
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvAgents(t, agents, nil)
+		first := e.ensure()
+		if !first.Created {
+			t.Error("first Ensure did not create the sandbox")
+		}
+		e.checkTransport(agents)
+		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "print(6*7)"}})
+		if o.res.ExitCode != 0 || o.stdout != "42\n" {
+			t.Fatalf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
+		}
+		again := e.ensure()
+		if again.Created || again.Sandbox.ID != first.Sandbox.ID {
+			t.Errorf("second Ensure made a new container (%s vs %s)", again.Sandbox.ID, first.Sandbox.ID)
+		}
+		o = e.sh("echo out; echo err >&2; exit 3")
+		if o.res.ExitCode != 3 || o.stdout != "out\n" || o.stderr != "err\n" {
+			t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
+		}
+		o = e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"no-such-command"}})
+		if o.res.ExitCode != 127 || !strings.Contains(o.stderr, "no-such-command: command not found") {
+			t.Errorf("missing command: exit %d stderr %q", o.res.ExitCode, o.stderr)
+		}
+		o = e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"/workspace/hello.txt"}})
+		if o.res.ExitCode != 126 {
+			t.Errorf("non-executable file: exit %d stderr %q", o.res.ExitCode, o.stderr)
+		}
+	})
 }
 
 func TestExecInteractiveStdin(t *testing.T) {
-	e := newEnv(t, nil)
-	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"wc", "-c"}, Interactive: true, Stdin: strings.NewReader(strings.Repeat("x", 100000))})
-	if o.res.ExitCode != 0 || strings.TrimSpace(o.stdout) != "100000" {
-		t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"wc", "-c"}, Interactive: true, Stdin: strings.NewReader(strings.Repeat("x", 100000))})
+		if o.res.ExitCode != 0 || strings.TrimSpace(o.stdout) != "100000" {
+			t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
+		}
+	})
 }
 
 // The posture is checked from inside, each probe asserting why it failed.
@@ -189,98 +228,110 @@ func TestSandboxPostureFromInside(t *testing.T) {
 }
 
 func TestTimeoutKillsProcessTree(t *testing.T) {
-	e := newEnv(t, nil)
-	start := time.Now()
-	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Timeout: 2 * time.Second})
-	if !o.res.TimedOut {
-		t.Fatalf("not timed out: %+v", o.res)
-	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("timeout took %s", took)
-	}
-	if ps := e.leftovers(); ps != "" {
-		t.Errorf("processes left after timeout:\n%s", ps)
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		start := time.Now()
+		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Timeout: 2 * time.Second})
+		if !o.res.TimedOut {
+			t.Fatalf("not timed out: %+v", o.res)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("timeout took %s", took)
+		}
+		if ps := e.leftovers(); ps != "" {
+			t.Errorf("processes left after timeout:\n%s", ps)
+		}
+	})
 }
 
 func TestTimeoutIgnoringTERMIsKilled(t *testing.T) {
-	e := newEnv(t, nil)
-	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "trap '' TERM; sleep 100 & while :; do sleep 1; done"}, Timeout: time.Second})
-	if !o.res.TimedOut || o.res.ExitCode != 137 {
-		t.Fatalf("want a KILL after the grace period: %+v", o.res)
-	}
-	if ps := e.leftovers(); ps != "" {
-		t.Errorf("processes left:\n%s", ps)
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "trap '' TERM; sleep 100 & while :; do sleep 1; done"}, Timeout: time.Second})
+		if !o.res.TimedOut || o.res.ExitCode != 137 {
+			t.Fatalf("want a KILL after the grace period: %+v", o.res)
+		}
+		if ps := e.leftovers(); ps != "" {
+			t.Errorf("processes left:\n%s", ps)
+		}
+	})
 }
 
 func TestCancelKillsProcessTree(t *testing.T) {
-	for _, interactive := range []bool{false, true} {
-		t.Run(fmt.Sprintf("interactive=%v", interactive), func(t *testing.T) {
-			e := newEnv(t, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			stdin, w := ioPipe()
-			defer w.Close()
-			o := e.exec(ctx, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Interactive: interactive, Stdin: stdin})
-			if !o.res.Canceled {
-				t.Fatalf("not cancelled: %+v", o.res)
-			}
-			if ps := e.leftovers(); ps != "" {
-				t.Errorf("processes left after cancel:\n%s", ps)
-			}
-		})
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		for _, interactive := range []bool{false, true} {
+			t.Run(fmt.Sprintf("interactive=%v", interactive), func(t *testing.T) {
+				e := newEnvVia(t, agents, nil)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				stdin, w := ioPipe()
+				defer w.Close()
+				o := e.exec(ctx, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Interactive: interactive, Stdin: stdin})
+				if !o.res.Canceled {
+					t.Fatalf("not cancelled: %+v", o.res)
+				}
+				if ps := e.leftovers(); ps != "" {
+					t.Errorf("processes left after cancel:\n%s", ps)
+				}
+			})
+		}
+	})
 }
 
 func TestLeftoverBackgroundProcessesAreTerminated(t *testing.T) {
-	e := newEnv(t, nil)
-	o := e.sh("sleep 100 >/dev/null 2>&1 & echo started")
-	if o.res.ExitCode != 0 || o.stdout != "started\n" {
-		t.Fatalf("%+v %q", o.res, o.stdout)
-	}
-	deadline := time.Now().Add(3 * time.Second)
-	for e.leftovers() != "" {
-		if time.Now().After(deadline) {
-			t.Fatal("a background process outlived its exec")
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		o := e.sh("sleep 100 >/dev/null 2>&1 & echo started")
+		if o.res.ExitCode != 0 || o.stdout != "started\n" {
+			t.Fatalf("%+v %q", o.res, o.stdout)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		deadline := time.Now().Add(3 * time.Second)
+		for e.leftovers() != "" {
+			if time.Now().After(deadline) {
+				t.Fatal("a background process outlived its exec")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 }
 
 func TestForkBombThenUsable(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.PidsLimit = 64 })
-	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
-	if !o.res.TimedOut {
-		t.Fatalf("fork bomb did not time out: %+v", o.res)
-	}
-	if !strings.Contains(o.stderr, "Resource temporarily unavailable") {
-		t.Errorf("the bomb never hit the pids limit; stderr: %.300q", o.stderr)
-	}
-	var after execOut
-	for i := 0; i < 20; i++ { // init reaps the last zombies a moment after the kill
-		after = e.sh("echo alive")
-		if after.stdout == "alive\n" {
-			return
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, func(c *config.Config) { c.PidsLimit = 64 })
+		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
+		if !o.res.TimedOut {
+			t.Fatalf("fork bomb did not time out: %+v", o.res)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("sandbox unusable after a fork bomb: %+v %q %q", after.res, after.stdout, after.stderr)
+		if !strings.Contains(o.stderr, "Resource temporarily unavailable") {
+			t.Errorf("the bomb never hit the pids limit; stderr: %.300q", o.stderr)
+		}
+		var after execOut
+		for i := 0; i < 20; i++ { // init reaps the last zombies a moment after the kill
+			after = e.sh("echo alive")
+			if after.stdout == "alive\n" {
+				return
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		t.Fatalf("sandbox unusable after a fork bomb: %+v %q %q", after.res, after.stdout, after.stderr)
+	})
 }
 
 func TestMemoryBombIsReported(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.Memory, c.MemorySwap = 64<<20, 64<<20 })
-	o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "x = bytearray(512 << 20)"}})
-	if o.res.ExitCode != 137 || !o.res.OOMKilled {
-		t.Fatalf("want an OOM kill: %+v stderr %q", o.res, o.stderr)
-	}
-	if after := e.sh("echo alive"); after.stdout != "alive\n" {
-		t.Fatalf("sandbox unusable after OOM: %+v", after.res)
-	}
-	// An ordinary SIGKILL is not an OOM.
-	if o := e.sh("kill -KILL $$"); o.res.ExitCode != 137 || o.res.OOMKilled {
-		t.Errorf("plain SIGKILL reported as %+v", o.res)
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, func(c *config.Config) { c.Memory, c.MemorySwap = 64<<20, 64<<20 })
+		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "x = bytearray(512 << 20)"}})
+		if o.res.ExitCode != 137 || !o.res.OOMKilled {
+			t.Fatalf("want an OOM kill: %+v stderr %q", o.res, o.stderr)
+		}
+		if after := e.sh("echo alive"); after.stdout != "alive\n" {
+			t.Fatalf("sandbox unusable after OOM: %+v", after.res)
+		}
+		// An ordinary SIGKILL is not an OOM.
+		if o := e.sh("kill -KILL $$"); o.res.ExitCode != 137 || o.res.OOMKilled {
+			t.Errorf("plain SIGKILL reported as %+v", o.res)
+		}
+	})
 }
 
 func TestConcurrentEnsureMakesOneContainer(t *testing.T) {
@@ -374,15 +425,17 @@ func TestStopStartAndRemove(t *testing.T) {
 }
 
 func TestSandboxStoppedDuringExecIsReported(t *testing.T) {
-	e := newEnv(t, nil)
-	res := e.ensure()
-	go func() {
-		time.Sleep(time.Second)
-		_ = e.m.Stop(context.Background(), e.in.Name)
-	}()
-	var out bytes.Buffer
-	_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sleep", "100"}, Stdout: &out, Stderr: &out})
-	if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
-		t.Fatalf("want an error saying the sandbox stopped, got %v", err)
-	}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		res := e.ensure()
+		go func() {
+			time.Sleep(time.Second)
+			_ = e.m.Stop(context.Background(), e.in.Name)
+		}()
+		var out bytes.Buffer
+		_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sleep", "100"}, Stdout: &out, Stderr: &out})
+		if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
+			t.Fatalf("want an error saying the sandbox stopped, got %v", err)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type Manager struct {
 	Progress io.Writer
 	// BuildImage builds a missing bundled image; nil means a missing image is an error.
 	BuildImage func(ctx context.Context, image string) error
+	// Agents gives new sandboxes on bundled images the agent (agent.go); set it only when
+	// AgentsSupported says the engine can mount this machine's directories.
+	Agents bool
 }
 
 // Sandbox is an existing sandbox as the engine reports it.
@@ -267,8 +271,12 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		}
 	}
 	in.CreatedAt = m.Now()
+	in.AgentDir = m.agentDir(in.Name, in.Config.Image)
 	spec, err := BuildSpec(in)
 	if err != nil {
+		return nil, err
+	}
+	if err := prepareAgentDir(in.Name, in.AgentDir); err != nil {
 		return nil, err
 	}
 	if vol := spec.VolumeSpec(); vol != nil {
@@ -289,9 +297,13 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 }
 
 func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
+	if err := prepareAgentDir(sb.Name, sb.Labels[LabelAgentDir]); err != nil {
+		return err
+	}
 	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
 		return engineErr(fmt.Sprintf("starting sandbox %q", sb.Name), err)
 	}
+	m.waitAgent(ctx, sb)
 	return nil
 }
 
@@ -384,6 +396,9 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.Name), true); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
+	}
+	if dir := sb.Labels[LabelAgentDir]; dir != "" {
+		_ = os.RemoveAll(dir)
 	}
 	return m.State.Remove(sb.Name)
 }

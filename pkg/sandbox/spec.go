@@ -80,6 +80,9 @@ type SpecInput struct {
 	OneOffEnv []string
 	// CreateSettings are the flag settings this sandbox is created with, kept in a label.
 	CreateSettings []config.Setting
+	// AgentDir is the host directory for the agent's socket; "" runs KeepAlive instead of
+	// the agent. It stays out of the config hash: the transport does not shape the sandbox.
+	AgentDir string
 }
 
 // Spec is the engine's view of a sandbox, ready for ContainerCreate.
@@ -127,6 +130,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		}
 		labels[LabelCreateSettings] = string(settings)
 	}
+	if in.AgentDir != "" {
+		labels[LabelAgent] = AgentVersion
+		labels[LabelAgentDir] = in.AgentDir
+	}
 	maps.Copy(labels, in.ExtraLabels)
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
@@ -172,6 +179,12 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	mounts, err := workspaceMounts(in, labels)
 	if err != nil {
 		return nil, err
+	}
+	if in.AgentDir != "" {
+		spec.Container.Cmd = agentCmd()
+		spec.Container.Env = append(spec.Container.Env, agentEnv+"="+agentSource)
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	for _, b := range cfg.Binds {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: b.ReadOnly,

@@ -306,3 +306,35 @@ func BenchmarkBuildSpec(b *testing.B) {
 		}
 	}
 }
+
+func TestBuildSpecAgent(t *testing.T) {
+	plain := buildTestSpec(t, nil)
+	if !slices.Equal(plain.Container.Cmd, KeepAlive) || plain.Container.Labels[LabelAgent] != "" {
+		t.Fatalf("no AgentDir, yet cmd %q labels %v", plain.Container.Cmd, plain.Container.Labels)
+	}
+	spec := buildTestSpec(t, func(in *SpecInput) { in.AgentDir = "/state/agent/app-1a2b3c" })
+	if spec.Container.Cmd[0] != "python3" || !slices.Contains(spec.Container.Cmd, AgentVersion) {
+		t.Errorf("cmd %q", spec.Container.Cmd)
+	}
+	if strings.Contains(strings.Join(spec.Container.Cmd, " "), "selectors") {
+		t.Error("the agent's source is on the command line, where ps shows it")
+	}
+	if !slices.Contains(spec.Container.Env, agentEnv+"="+agentSource) {
+		t.Error("the agent's source is not in the environment")
+	}
+	if spec.Container.Labels[LabelAgent] != AgentVersion || spec.Container.Labels[LabelAgentDir] != "/state/agent/app-1a2b3c" {
+		t.Errorf("labels %v", spec.Container.Labels)
+	}
+	var found bool
+	for _, m := range spec.Host.Mounts {
+		if m.Target == AgentMountPath {
+			found = m.Source == "/state/agent/app-1a2b3c" && m.Type == "bind"
+		}
+	}
+	if !found {
+		t.Errorf("no bind of the agent directory at %s: %+v", AgentMountPath, spec.Host.Mounts)
+	}
+	if spec.Hash != plain.Hash {
+		t.Error("the agent changed the config hash: sandboxes made before it would count as changed")
+	}
+}

@@ -101,7 +101,7 @@ func TestProbesFromInside(t *testing.T) {
 	cases = append(cases, identityProbes(os.Geteuid() == 0)...)
 	cases = append(cases, kernelProbes()...)
 	cases = append(cases, networkProbes()...)
-	cases = append(cases, hostProbes(s, info.ID)...)
+	cases = append(cases, hostProbes(s, info.ID, info.Config.Labels[sandbox.LabelAgentDir])...)
 
 	results := map[string]map[string]probeResult{}
 	for _, user := range []string{sandboxUser, rootNoCaps} {
@@ -332,7 +332,7 @@ type mount struct {
 // virtualFS are file systems that hold no host files.
 var virtualFS = []string{"proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "devtmpfs"}
 
-func hostProbes(s *sbx, containerID string) []expect {
+func hostProbes(s *sbx, containerID, agentDir string) []expect {
 	h := func(name, op, value string) expect { return expect{area: "host", name: name, op: op, value: value} }
 	return []expect{
 		h("no DOCKER_HOST", "env:DOCKER_HOST", "unset"),
@@ -373,6 +373,8 @@ func hostProbes(s *sbx, containerID string) []expect {
 				case slices.Contains(virtualFS, m.FSType):
 				case m.Point == "/" && m.FSType == "overlay":
 				case m.Point == "/workspace" && strings.HasSuffix(s.project, m.Root):
+				case m.Point == sandbox.AgentMountPath && strings.HasPrefix(agentDir, s.home+"/") && strings.HasSuffix(agentDir, m.Root):
+					// The sandbox's own agent directory in sbx's state directory.
 				case m.Point == "/sbin/docker-init" || m.Point == "/usr/sbin/docker-init" || m.Point == "/dev/init":
 					// --init: the engine's own init binary, bound read-only.
 				case engineFiles[m.Point] != "" && strings.HasSuffix(m.Root, engineFiles[m.Point]):

@@ -1,0 +1,117 @@
+package sandbox_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+)
+
+// The agent directory is writable from inside. A link planted there in place of the socket
+// must never make sbx connect to what it points at on the host; the command then goes
+// through the engine's exec and still works.
+func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
+	e := newEnv(t, nil)
+	res := e.ensure()
+	dir := res.Sandbox.Labels[sandbox.LabelAgentDir]
+	if dir == "" {
+		t.Fatal("the sandbox has no agent directory label")
+	}
+	// A host socket only a followed link could reach: inside the sandbox this path does not exist.
+	bait := filepath.Join(t.TempDir(), "bait.sock")
+	ln, err := net.Listen("unix", bait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	reached := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			reached <- struct{}{}
+			c.Close()
+		}
+	}()
+	o := e.sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock && ln -s " + bait + " " + sandbox.AgentMountPath + "/agent.sock && echo planted")
+	if o.stdout != "planted\n" {
+		t.Fatalf("planting the link: %+v %q %q", o.res, o.stdout, o.stderr)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "agent.sock")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the host does not see the planted link: %v %v", fi, err)
+	}
+	o = e.sh("echo $PPID; echo works")
+	if !strings.HasSuffix(o.stdout, "works\n") || !strings.HasPrefix(o.stdout, "0\n") {
+		t.Errorf("want the command through the engine's exec (parent pid 0): %+v %q %q", o.res, o.stdout, o.stderr)
+	}
+	select {
+	case <-reached:
+		t.Fatal("sbx followed the planted link to a host socket")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// Killing the agent from inside stops the sandbox; the next command starts it again, with
+// its agent.
+func TestAgentKilledFromInside(t *testing.T) {
+	e := newEnv(t, nil)
+	res := e.ensure()
+	script := `for p in /proc/[0-9]*; do if tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^python3 -I -S'; then kill -KILL ${p#/proc/}; fi; done; sleep 5`
+	_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"bash", "-c", script}, Stdout: io.Discard, Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
+		t.Fatalf("want an error saying the sandbox stopped, got %v", err)
+	}
+	e.checkTransport(true)
+}
+
+// A sandbox on an image that is not bundled has no agent: its commands use the engine's
+// exec, and its main process is the plain keep-alive.
+func TestNoAgentForOtherImages(t *testing.T) {
+	eng := sandboxtest.RealEngine(t)
+	tag := "sbx-test-custom:" + testRun
+	buildCustomImage(t, eng, tag)
+	e := newEnvAgents(t, true, func(c *config.Config) { c.Image = tag })
+	res := e.ensure()
+	if res.Sandbox.Labels[sandbox.LabelAgent] != "" {
+		t.Errorf("agent label on a custom image: %v", res.Sandbox.Labels)
+	}
+	e.checkTransport(false)
+}
+
+// buildCustomImage makes tag, a copy of the bundled sandbox image under a name sbx does not
+// know, and removes it when the test ends.
+func buildCustomImage(t *testing.T, eng sandbox.Engine, tag string) {
+	t.Helper()
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	df := []byte("FROM " + images.SandboxTag + "\nLABEL " + sandboxtest.TestLabel + "=" + testRun + "\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write(df)
+	_ = tw.Close()
+	resp, err := eng.ImageBuild(context.Background(), &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	t.Cleanup(func() {
+		_, _ = eng.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true})
+	})
+	if _, err := eng.ImageInspect(context.Background(), tag); err != nil {
+		t.Fatalf("building %s: %v\n%s", tag, err, out)
+	}
+}
