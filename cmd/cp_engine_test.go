@@ -228,7 +228,8 @@ func partlyStaged(dir string) bool {
 
 func TestCLICpProgressOnATerminal(t *testing.T) {
 	c := newCLI(t)
-	if r := c.run("create"); r.code != 0 {
+	// A slow sandbox, so that the copy outlasts the second before the bar appears.
+	if r := c.run("create", "--cpus", "0.1"); r.code != 0 {
 		t.Fatalf("create: %s", r.stderr)
 	}
 	big := filepath.Join(t.TempDir(), "big")

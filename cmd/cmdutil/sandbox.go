@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
@@ -111,41 +113,81 @@ func SandboxNames(f *Factory, args []string) ([]string, error) {
 // and published ports it was created with, so commands without those flags see no drift.
 func Reresolver(f *Factory) func(*sandbox.Sandbox) (sandbox.SpecInput, error) {
 	return func(sb *sandbox.Sandbox) (sandbox.SpecInput, error) {
-		settings, err := sb.CreateSettings()
-		if err != nil {
-			return sandbox.SpecInput{}, err
-		}
-		in := ConfigInputs(f, sb.Name, settings...)
-		in.ProjectDir = sb.Labels[sandbox.LabelProject]
-		r, err := config.Resolve(in)
-		if err != nil {
-			return sandbox.SpecInput{}, err
-		}
-		spec, err := SpecInput(f, r)
-		if err != nil {
-			return sandbox.SpecInput{}, err
-		}
-		spec.Ports, spec.CreateSettings = sb.PublishedPorts(), settings
-		return spec, nil
+		in, _, err := reresolve(f, sb)
+		return in, err
 	}
+}
+
+// reresolve resolves sb's config again with its creation settings and ports, and says whether
+// the result depends on its name.
+func reresolve(f *Factory, sb *sandbox.Sandbox) (sandbox.SpecInput, bool, error) {
+	settings, err := sb.CreateSettings()
+	if err != nil {
+		return sandbox.SpecInput{}, false, err
+	}
+	in := ConfigInputs(f, sb.Name, settings...)
+	in.ProjectDir = sb.Labels[sandbox.LabelProject]
+	r, err := config.Resolve(in)
+	if err != nil {
+		return sandbox.SpecInput{}, false, err
+	}
+	spec, err := SpecInput(f, r)
+	if err != nil {
+		return sandbox.SpecInput{}, false, err
+	}
+	spec.Ports, spec.CreateSettings = sb.PublishedPorts(), settings
+	return spec, r.DependsOnName(), nil
 }
 
 // ConfigState compares the config sb was created with against what its project resolves to
 // now, with its creation settings: "ok", "changed" with the differing keys, or "unknown" when
 // it cannot be resolved.
 func ConfigState(f *Factory, sb *sandbox.Sandbox) (string, []string) {
-	in, err := Reresolver(f)(sb)
-	if err != nil {
-		return "unknown", nil
+	return NewConfigStates(f).Of(sb)
+}
+
+// ConfigStates is ConfigState for many sandboxes (sbx ls). Sandboxes of one project created
+// with the same flags and ports resolve alike unless a config file has sandbox sections, so
+// such a group is resolved once. It is safe for concurrent use.
+type ConfigStates struct {
+	f    *Factory
+	mu   sync.Mutex
+	memo map[string]resolvedShape
+}
+
+type resolvedShape struct{ shape, hash string }
+
+// NewConfigStates returns an empty ConfigStates.
+func NewConfigStates(f *Factory) *ConfigStates {
+	return &ConfigStates{f: f, memo: map[string]resolvedShape{}}
+}
+
+// Of is ConfigState of sb.
+func (c *ConfigStates) Of(sb *sandbox.Sandbox) (string, []string) {
+	key := sb.Labels[sandbox.LabelProject] + "\x00" + sb.Labels[sandbox.LabelCreateSettings] + "\x00" + strings.Join(sb.PublishedPorts(), ",")
+	c.mu.Lock()
+	rs, ok := c.memo[key]
+	c.mu.Unlock()
+	if !ok {
+		in, dependsOnName, err := reresolve(c.f, sb)
+		if err != nil {
+			return "unknown", nil
+		}
+		shape, hash, err := in.Shape()
+		if err != nil {
+			return "unknown", nil
+		}
+		rs = resolvedShape{shape, hash}
+		if !dependsOnName {
+			c.mu.Lock()
+			c.memo[key] = rs
+			c.mu.Unlock()
+		}
 	}
-	shape, hash, err := in.Shape()
-	if err != nil {
-		return "unknown", nil
-	}
-	if hash == sb.Hash() {
+	if rs.hash == sb.Hash() {
 		return "ok", nil
 	}
-	return "changed", sandbox.ShapeDiff(sb.Labels[sandbox.LabelConfig], shape)
+	return "changed", sandbox.ShapeDiff(sb.Labels[sandbox.LabelConfig], rs.shape)
 }
 
 // LiveState asks the engine what explain shows about a sandbox: whether it exists and runs,

@@ -4,8 +4,10 @@ package ls
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
@@ -91,12 +93,29 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	entries := make([]Entry, 0, len(list))
+	var matching []*sandbox.Sandbox
 	for _, sb := range list {
 		if filter.Match(sb) {
-			entries = append(entries, entryFor(f, m, sb))
+			matching = append(matching, sb)
 		}
 	}
+	// Each entry resolves its sandbox's config from files: spread them over the CPUs.
+	entries := make([]Entry, len(matching))
+	states := cmdutil.NewConfigStates(f)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(matching)) {
+		wg.Go(func() {
+			for i := range next {
+				entries[i] = entryFor(m, states, matching[i])
+			}
+		})
+	}
+	for i := range matching {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 
 	switch {
@@ -160,7 +179,7 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	return nil
 }
 
-func entryFor(f *cmdutil.Factory, m *sandbox.Manager, sb *sandbox.Sandbox) Entry {
+func entryFor(m *sandbox.Manager, states *cmdutil.ConfigStates, sb *sandbox.Sandbox) Entry {
 	e := Entry{
 		Name: sb.Name, ID: sb.ID, Container: sandbox.ContainerName(sb.Name), Status: sb.Status,
 		Profile: sb.Labels[sandbox.LabelProfile], Image: sb.Image, Project: sb.Labels[sandbox.LabelProject],
@@ -177,6 +196,6 @@ func entryFor(f *cmdutil.Factory, m *sandbox.Manager, sb *sandbox.Sandbox) Entry
 		t = t.UTC()
 		e.LastUsedAt = &t
 	}
-	e.Config, e.Changed = cmdutil.ConfigState(f, sb)
+	e.Config, e.Changed = states.Of(sb)
 	return e
 }

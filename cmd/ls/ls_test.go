@@ -78,3 +78,47 @@ func TestLs(t *testing.T) {
 		t.Errorf("json: %+v", entries)
 	}
 }
+
+// A sandbox section makes sandboxes of one project resolve differently: ls must not reuse
+// one's resolution for the other.
+func TestLsSandboxSections(t *testing.T) {
+	home, project := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(project, ".sbx.yaml"), []byte("memory: 1g\nsandboxes:\n  big:\n    memory: 2g\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ios, _, out, _ := iostreams.Test()
+	fake := &sandboxtest.FakeEngine{T: t}
+	f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": filepath.Join(home, "state")}, home, project, now, fake)
+	for _, tt := range []struct {
+		order []string
+		want  string
+	}{
+		{[]string{"big", "small"}, "ok ok"},
+		{[]string{"small", "big"}, "ok ok"},
+	} {
+		var list []container.Summary
+		for _, name := range tt.order {
+			memory := int64(1 << 30)
+			if name == "big" {
+				memory = 2 << 30
+			}
+			list = append(list, summaryFor(t, f, project, name, memory))
+		}
+		fake.ContainerListFn = func(context.Context, container.ListOptions) ([]container.Summary, error) { return list, nil }
+		out.Reset()
+		if err := lsRun(context.Background(), &LsOptions{IO: ios, Factory: f, JSON: true}); err != nil {
+			t.Fatal(err)
+		}
+		var entries []Entry
+		if err := json.Unmarshal(out.Bytes(), &entries); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range entries {
+			got = append(got, e.Config)
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("order %v: config states %v, want %s", tt.order, got, tt.want)
+		}
+	}
+}

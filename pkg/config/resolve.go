@@ -69,7 +69,13 @@ type Resolved struct {
 	home         string
 	dockerSocket string
 	bindSpecs    []string // binds as written, parallel to Config.Binds
+	nameSpecific bool     // a config file has a sandboxes: section
 }
+
+// DependsOnName reports whether a config file has sandbox sections, so that another name
+// could resolve differently. Without them, sandboxes of one project created with the same
+// flags resolve alike.
+func (r *Resolved) DependsOnName() bool { return r.nameSpecific }
 
 // ContainerName is the Docker container of the sandbox.
 func (r *Resolved) ContainerName() string { return "sbx-" + r.Name }
@@ -153,6 +159,7 @@ func Resolve(in Inputs) (*Resolved, error) {
 			return
 		}
 		res := parseFile(src, data, r.Name)
+		r.nameSpecific = r.nameSpecific || res.sections
 		layers = append(layers, res.entries)
 		problems = append(problems, res.problems...)
 	}

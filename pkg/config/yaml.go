@@ -31,6 +31,9 @@ type item struct {
 type fileResult struct {
 	entries  []entry
 	problems []Problem
+	// sections is true when the file has a sandboxes: key, so what it says depends on the
+	// sandbox's name.
+	sections bool
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -82,10 +85,12 @@ type fileParser struct {
 	top      []entry
 	section  []entry
 	problems []Problem
+	// hasSections is set by a sandboxes: key.
+	hasSections bool
 }
 
 func (p *fileParser) result() fileResult {
-	return fileResult{entries: append(p.top, p.section...), problems: p.problems}
+	return fileResult{entries: append(p.top, p.section...), problems: p.problems, sections: p.hasSections}
 }
 
 func (p *fileParser) problem(n *yaml.Node, key, value, reason, fix string) {
@@ -112,6 +117,7 @@ func (p *fileParser) mapping(m *yaml.Node, prefix string, inSection, keep bool) 
 		seen[name] = kn.Line
 		switch {
 		case prefix == "" && name == sectionKey:
+			p.hasSections = true
 			if inSection {
 				p.problem(kn, name, "", "sandboxes cannot be nested inside a sandbox's section", "move it to the top level of the file")
 				continue

@@ -97,8 +97,10 @@ type agentRequest struct {
 	Env  []string `json:"env,omitempty"`
 	Cwd  string   `json:"cwd,omitempty"`
 	TTY  bool     `json:"tty,omitempty"`
-	Rows uint     `json:"rows,omitempty"`
-	Cols uint     `json:"cols,omitempty"`
+	// Strict terminates the command's group when the client goes away before ending stdin.
+	Strict bool `json:"strict,omitempty"`
+	Rows   uint `json:"rows,omitempty"`
+	Cols   uint `json:"cols,omitempty"`
 }
 
 func b64(ss []string) []string {
@@ -134,7 +136,7 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 		conn.Close()
 		return nil, errNoAgent
 	}
-	req := agentRequest{Argv: b64(cmd), Env: b64(opts.Env), TTY: opts.TTY}
+	req := agentRequest{Argv: b64(cmd), Env: b64(opts.Env), TTY: opts.TTY, Strict: opts.strictStdin}
 	if opts.WorkDir != "" {
 		req.Cwd = b64([]string{opts.WorkDir})[0]
 	}
@@ -242,6 +244,7 @@ func (s *agentStream) Write(p []byte) (int, error) {
 }
 
 func (s *agentStream) closeStdin() error { return s.send('E', nil) }
+func (s *agentStream) abortStdin()       { _ = s.send('K', nil) }
 
 func (s *agentStream) resize(h, w uint) {
 	_ = s.send('W', []byte(fmt.Sprintf("%d %d", h, w)))

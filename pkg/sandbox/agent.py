@@ -8,15 +8,19 @@
 #
 # Frames both ways: 1 byte type, 4 bytes big-endian length, payload.
 #   agent -> client: H hello (version), 1 stdout, 2 stderr, F spawn failure (JSON), Z exit code
-#   client -> agent: R request (JSON, strings base64), I stdin, E stdin EOF, W "rows cols"
+#   client -> agent: R request (JSON, strings base64), I stdin, E stdin EOF, W "rows cols",
+#                    K abort: terminate the command's process group
 # A client that goes away closes the command's stdin (or hangs up its terminal); sbx's exec
-# wrapper takes that as the signal to end the command.
+# wrapper takes that as the signal to end the command. With "strict" in the request, a
+# client that goes away before E terminates the command's process group first, so a cut
+# stream is never taken for a complete one.
 import base64, fcntl, json, os, selectors, signal, socket, struct, subprocess, sys, termios
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
 HDR = struct.Struct(">cI")
 CHUNK = 256 << 10
 HIGH = 4 << 20
+F_SETPIPE_SZ = 1031
 sel = selectors.DefaultSelector()
 children = {}
 base_env = dict(os.environb)
@@ -50,6 +54,7 @@ class Conn:
         self.stdin = None
         self.stdin_buf = bytearray()
         self.stdin_eof = False
+        self.strict = False
         self.send(frame(b"H", VERSION.encode()))
 
     def send(self, data):
@@ -112,22 +117,42 @@ class Conn:
             t, n = HDR.unpack_from(self.inbuf)
             if len(self.inbuf) < HDR.size + n:
                 return
+            if t == b"I":  # the bulk of a copy: moved once, not sliced twice
+                if not self.stdin_eof:
+                    with memoryview(self.inbuf) as mv:
+                        self.stdin_buf += mv[HDR.size:HDR.size + n]
+                del self.inbuf[:HDR.size + n]
+                self.feed()
+                continue
             data = bytes(self.inbuf[HDR.size:HDR.size + n])
             del self.inbuf[:HDR.size + n]
             if t == b"R" and self.proc is None:
                 self.spawn(json.loads(data))
-            elif t == b"I" and not self.stdin_eof:
-                self.stdin_buf += data
-                self.feed()
             elif t == b"E":
                 self.stdin_eof = True
                 self.feed()
+            elif t == b"K":
+                self.abort()
             elif t == b"W" and self.master is not None:
                 rows, cols = (int(x) for x in data.split())
                 winsize(self.master, rows, cols)
 
+    def abort(self):
+        # TERM before the input ends: the command dies, or cleans up and exits, without
+        # ever reading an end of input; sbx's watchdog KILLs what remains of the group.
+        if self.proc and self.status is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+        self.stdin_buf.clear()
+        self.stdin_eof = True
+        self.feed()
+
     def drop(self):
         """The client went away: end the command's input, keep draining its output."""
+        if self.strict and not self.stdin_eof:
+            self.abort()
         self.close()
         self.out.clear()
         self.stdin_buf.clear()
@@ -146,6 +171,7 @@ class Conn:
             self.sock.close()
 
     def spawn(self, req):
+        self.strict = bool(req.get("strict"))
         argv = [base64.b64decode(a) for a in req["argv"]]
         cwd = base64.b64decode(req["cwd"]) if req.get("cwd") else None
         env = dict(base_env)
@@ -184,6 +210,11 @@ class Conn:
         children[self.proc.pid] = self
         for fd in (self.stdin, *self.outputs):
             os.set_blocking(fd, False)
+            if self.master is None:
+                try:  # fewer wakeups on large streams; the default is 64 KiB
+                    fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
+                except OSError:
+                    pass
         for fd in self.outputs:
             sel.register(fd, selectors.EVENT_READ, (self, fd))
         self.feed()
@@ -193,7 +224,9 @@ class Conn:
             return
         while self.stdin_buf:
             try:
-                del self.stdin_buf[:os.write(self.stdin, self.stdin_buf[:CHUNK])]
+                with memoryview(self.stdin_buf) as mv:
+                    n = os.write(self.stdin, mv[:CHUNK])
+                del self.stdin_buf[:n]
             except BlockingIOError:
                 break
             except OSError:  # the command closed its stdin

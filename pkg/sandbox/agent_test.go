@@ -166,3 +166,35 @@ func TestAgentDialRefusesLinks(t *testing.T) {
 		t.Errorf("another agent version: want errNoAgent, got %v", err)
 	}
 }
+
+// With strictStdin, input that stops early (the client gone, or K after a read error) is
+// never taken for a complete stream: the command is terminated before it could see an end.
+func TestAgentStrictStdinCutIsNotEOF(t *testing.T) {
+	m, sb := startHostAgent(t)
+	for _, how := range []string{"client gone", "abort"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			script := "cat >/dev/null; touch " + filepath.Join(dir, "eof")
+			st, err := m.startAgent(context.Background(), sb, ExecOptions{strictStdin: true}, []string{"sh", "-c", script}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Write([]byte("part of a stream")); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if how == "abort" {
+				st.abortStdin()
+				_ = st.copyOutput(io.Discard, io.Discard)
+				if code, _ := st.wait(context.Background()); code != 143 {
+					t.Errorf("exit code %d, want 143 (TERM)", code)
+				}
+			}
+			st.close()
+			time.Sleep(500 * time.Millisecond)
+			if _, err := os.Stat(filepath.Join(dir, "eof")); err == nil {
+				t.Fatal("the command saw an end of input after a cut stream")
+			}
+		})
+	}
+}

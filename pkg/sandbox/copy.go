@@ -32,15 +32,18 @@ import (
 // stays inside one file system. The staging directory is flock'ed for its whole life; a
 // staging directory nobody holds is a leftover of a killed copy and is removed.
 //
-// The stream comes in frames ("LEN\n" then LEN bytes) ended by "0\n", which sbx sends only
-// after the whole tar was written: a stream that stops early (sbx killed, a host file that
-// changed) never lacks just its end-of-archive marker unnoticed, and nothing is renamed.
+// Through the engine's exec the stream comes in frames ("LEN\n" then LEN bytes) ended by
+// "0\n", which sbx sends only after the whole tar was written: a stream that stops early (sbx
+// killed, a host file that changed) never lacks just its end-of-archive marker unnoticed, and
+// nothing is renamed. Through the agent (raw=1) the tar comes as it is, and the agent kills
+// the script instead of ending its input when the stream stops early (strictStdin), which
+// spares decoding frames in bash.
 //
 // Protocol on stdout: "sbx-cp ready" once the destination is checked and staging exists,
 // "sbx-cp done" when the item is in place, "sbx-cp error KIND [ARG]" (exit 3) otherwise.
 const copyInScript = `export LC_ALL=C
 shopt -s dotglob nullglob
-dst=$1 dstdir=$2 base=$3 kind=$4 mode=$5 owner=$6 id=$7 prefix=$8
+dst=$1 dstdir=$2 base=$3 kind=$4 mode=$5 owner=$6 id=$7 prefix=$8 raw=$9
 S= P= t= dest= merge=0
 declare -A kept
 say() { printf 'sbx-cp %s\n' "$*"; }
@@ -99,8 +102,13 @@ recv() {
 	done
 	return 1
 }
-recv | tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
-st=("${PIPESTATUS[@]}")
+if [ "$raw" = 1 ]; then
+	tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
+	st=(0 "${PIPESTATUS[0]}")
+else
+	recv | tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
+	st=("${PIPESTATUS[@]}")
+fi
 [ "${st[0]}" = 0 ] || fail incomplete
 [ "${st[1]}" = 0 ] || fail tar "${st[1]}"
 exists "$I" || fail empty
@@ -315,13 +323,23 @@ var errStreamEnded = errors.New("the sandbox side of the copy failed")
 // copies in that directory are removed first. Cancelling ctx stops the copy and kills the
 // sandbox side.
 func (m *Manager) CopyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions) (*CopyResult, error) {
+	res, err := m.copyIn(ctx, sb, opts, true)
+	if errors.Is(err, errNoAgent) {
+		return m.copyIn(ctx, sb, opts, false)
+	}
+	return res, err
+}
+
+// copyIn sends the tar raw to the sandbox's agent, or framed through any transport; raw
+// fails with errNoAgent, before anything is sent, when the agent does not answer.
+func (m *Manager) copyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions, raw bool) (*CopyResult, error) {
 	start := m.Now()
 	kind, base, mode, err := copyInSource(opts)
 	if err != nil {
 		return nil, err
 	}
 	cmd := []string{"bash", "-c", copyInScript, "sbx-cp", opts.Dst, copyFlag(opts.DstIsDir), base, kind,
-		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), newExecID(), archive.StagingPrefix}
+		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), newExecID(), archive.StagingPrefix, copyFlag(raw)}
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -335,7 +353,7 @@ func (m *Manager) CopyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions) (
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := m.Exec(ctx, sb, ExecOptions{Cmd: cmd, Interactive: true, Stdin: pr, Stdout: proto, Stderr: stderr})
+		res, err := m.Exec(ctx, sb, ExecOptions{Cmd: cmd, Interactive: true, Stdin: pr, Stdout: proto, Stderr: stderr, strictStdin: raw})
 		// Unblock a sender whose data nobody reads any more.
 		pr.CloseWithError(errStreamEnded)
 		done <- outcome{res, err}
@@ -351,7 +369,7 @@ func (m *Manager) CopyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions) (
 	case <-proto.ready:
 		sending := make(chan sendResult, 1)
 		go func() {
-			stats, err := sendTar(ctx, pw, opts)
+			stats, err := sendTar(ctx, pw, opts, raw)
 			pw.CloseWithError(err) // nil: a plain close
 			sending <- sendResult{stats, err}
 		}()
@@ -436,8 +454,13 @@ func copyInSource(opts CopyInOptions) (kind, base string, mode fs.FileMode, err 
 
 // sendTar writes the framed tar stream of opts's source to w, ending it with the frame
 // that tells the sandbox the stream is complete only when all of it was written.
-func sendTar(ctx context.Context, w io.Writer, opts CopyInOptions) (archive.Stats, error) {
-	bw := bufio.NewWriterSize(frameWriter{w}, 1<<20)
+func sendTar(ctx context.Context, w io.Writer, opts CopyInOptions, raw bool) (archive.Stats, error) {
+	var fw io.Writer = frameWriter{w}
+	if raw {
+		fw = w
+	}
+	// Frames of 8 MiB: each costs the sandbox a fork of head.
+	bw := bufio.NewWriterSize(fw, 8<<20)
 	var stats archive.Stats
 	var err error
 	if opts.Stream != nil {
@@ -451,7 +474,7 @@ func sendTar(ctx context.Context, w io.Writer, opts CopyInOptions) (archive.Stat
 	if err == nil {
 		err = bw.Flush()
 	}
-	if err == nil {
+	if err == nil && !raw {
 		_, err = io.WriteString(w, "0\n")
 	}
 	return stats, err

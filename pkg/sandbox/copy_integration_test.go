@@ -84,76 +84,80 @@ func (e *env) copyOut(opts sandbox.CopyOutOptions) (*sandbox.CopyResult, error) 
 }
 
 func TestCopyRoundTrip100MiB(t *testing.T) {
-	e := newEnv(t, nil)
-	src := filepath.Join(t.TempDir(), "big.bin")
-	f, err := os.Create(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.CopyN(f, rand.Reader, 100<<20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	want, _ := fileSHA(src)
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		src := filepath.Join(t.TempDir(), "big.bin")
+		f, err := os.Create(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.CopyN(f, rand.Reader, 100<<20); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		want, _ := fileSHA(src)
 
-	in, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/big.bin"})
-	if err != nil {
-		t.Fatalf("copy in: %v", err)
-	}
-	if o := e.sh("sha256sum /tmp/big.bin"); !strings.HasPrefix(o.stdout, want) {
-		t.Fatalf("in the sandbox: %q %q, want %s", o.stdout, o.stderr, want)
-	}
-	dst := filepath.Join(t.TempDir(), "back.bin")
-	out, err := e.copyOut(sandbox.CopyOutOptions{Src: "/tmp/big.bin", Dst: dst})
-	if err != nil {
-		t.Fatalf("copy out: %v", err)
-	}
-	if got, _ := fileSHA(dst); got != want {
-		t.Errorf("round trip changed the file: %s, want %s", got, want)
-	}
-	if in.Stats.Bytes != 100<<20 || out.Stats.Bytes != 100<<20 || out.Stats.Files != 1 {
-		t.Errorf("stats in %+v out %+v", in.Stats, out.Stats)
-	}
-	t.Logf("100 MiB: in %s, out %s", in.Duration.Round(time.Millisecond), out.Duration.Round(time.Millisecond))
+		in, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/big.bin"})
+		if err != nil {
+			t.Fatalf("copy in: %v", err)
+		}
+		if o := e.sh("sha256sum /tmp/big.bin"); !strings.HasPrefix(o.stdout, want) {
+			t.Fatalf("in the sandbox: %q %q, want %s", o.stdout, o.stderr, want)
+		}
+		dst := filepath.Join(t.TempDir(), "back.bin")
+		out, err := e.copyOut(sandbox.CopyOutOptions{Src: "/tmp/big.bin", Dst: dst})
+		if err != nil {
+			t.Fatalf("copy out: %v", err)
+		}
+		if got, _ := fileSHA(dst); got != want {
+			t.Errorf("round trip changed the file: %s, want %s", got, want)
+		}
+		if in.Stats.Bytes != 100<<20 || out.Stats.Bytes != 100<<20 || out.Stats.Files != 1 {
+			t.Errorf("stats in %+v out %+v", in.Stats, out.Stats)
+		}
+		t.Logf("100 MiB: in %s, out %s", in.Duration.Round(time.Millisecond), out.Duration.Round(time.Millisecond))
+	})
 }
 
 func TestCopyRoundTrip2000Files(t *testing.T) {
-	e := newEnv(t, nil)
-	src := filepath.Join(t.TempDir(), "tree")
-	for i := range 2000 {
-		p := filepath.Join(src, fmt.Sprintf("d%02d", i%40), fmt.Sprintf("sub%d", i%3), fmt.Sprintf("f%04d.txt", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, nil)
+		src := filepath.Join(t.TempDir(), "tree")
+		for i := range 2000 {
+			p := filepath.Join(src, fmt.Sprintf("d%02d", i%40), fmt.Sprintf("sub%d", i%3), fmt.Sprintf("f%04d.txt", i))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, 100+i%900)
+			_, _ = rand.Read(data)
+			if err := os.WriteFile(p, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
-		data := make([]byte, 100+i%900)
-		_, _ = rand.Read(data)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
+		want, n := treeDigest(t, src)
+		if n != 2000 {
+			t.Fatalf("made %d files", n)
 		}
-	}
-	want, n := treeDigest(t, src)
-	if n != 2000 {
-		t.Fatalf("made %d files", n)
-	}
-	in, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/"})
-	if err != nil {
-		t.Fatalf("copy in: %v", err)
-	}
-	if o := e.sh("find /tmp/tree -type f | wc -l; ls -a /tmp | grep -c sbx-cp"); o.stdout != "2000\n0\n" {
-		t.Errorf("in the sandbox: %q %q", o.stdout, o.stderr)
-	}
-	host := t.TempDir()
-	out, err := e.copyOut(sandbox.CopyOutOptions{Src: "/tmp/tree", Dst: host})
-	if err != nil {
-		t.Fatalf("copy out: %v", err)
-	}
-	if got, n := treeDigest(t, filepath.Join(host, "tree")); got != want || n != 2000 {
-		t.Errorf("round trip changed the tree (%d files)", n)
-	}
-	if in.Stats.Files != 2000 || out.Stats.Files != 2000 {
-		t.Errorf("stats in %+v out %+v", in.Stats, out.Stats)
-	}
-	t.Logf("2000 files: in %s, out %s", in.Duration.Round(time.Millisecond), out.Duration.Round(time.Millisecond))
+		in, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/"})
+		if err != nil {
+			t.Fatalf("copy in: %v", err)
+		}
+		if o := e.sh("find /tmp/tree -type f | wc -l; ls -a /tmp | grep -c sbx-cp"); o.stdout != "2000\n0\n" {
+			t.Errorf("in the sandbox: %q %q", o.stdout, o.stderr)
+		}
+		host := t.TempDir()
+		out, err := e.copyOut(sandbox.CopyOutOptions{Src: "/tmp/tree", Dst: host})
+		if err != nil {
+			t.Fatalf("copy out: %v", err)
+		}
+		if got, n := treeDigest(t, filepath.Join(host, "tree")); got != want || n != 2000 {
+			t.Errorf("round trip changed the tree (%d files)", n)
+		}
+		if in.Stats.Files != 2000 || out.Stats.Files != 2000 {
+			t.Errorf("stats in %+v out %+v", in.Stats, out.Stats)
+		}
+		t.Logf("2000 files: in %s, out %s", in.Duration.Round(time.Millisecond), out.Duration.Round(time.Millisecond))
+	})
 }
 
 func TestCopyIntoTmpfsAndNoneWorkspaceIsVisibleToExec(t *testing.T) {
@@ -288,19 +292,21 @@ func TestCopyInCleansSandboxLeftovers(t *testing.T) {
 }
 
 func TestCopyIntoFullTmpfsWritesNothing(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) {
-		c.Tmpfs = []config.Tmpfs{{Path: "/tmp", Options: []string{"size=8m", "nosuid", "nodev", "noexec", "mode=1777"}}}
+	viaBoth(t, func(t *testing.T, agents bool) {
+		e := newEnvVia(t, agents, func(c *config.Config) {
+			c.Tmpfs = []config.Tmpfs{{Path: "/tmp", Options: []string{"size=8m", "nosuid", "nodev", "noexec", "mode=1777"}}}
+		})
+		src := filepath.Join(t.TempDir(), "big")
+		if err := os.WriteFile(src, make([]byte, 16<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/big"})
+		var ce *sandbox.CopyError
+		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyNoSpace {
+			t.Fatalf("err = %v, want no space", err)
+		}
+		if o := e.sh("ls -A /tmp | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.stdout, "big") || strings.Contains(o.stdout, ".sbx-cp") {
+			t.Errorf("a failed copy left: %q", o.stdout)
+		}
 	})
-	src := filepath.Join(t.TempDir(), "big")
-	if err := os.WriteFile(src, make([]byte, 16<<20), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/big"})
-	var ce *sandbox.CopyError
-	if !errors.As(err, &ce) || ce.Kind != sandbox.CopyNoSpace {
-		t.Fatalf("err = %v, want no space", err)
-	}
-	if o := e.sh("ls -A /tmp | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.stdout, "big") || strings.Contains(o.stdout, ".sbx-cp") {
-		t.Errorf("a failed copy left: %q", o.stdout)
-	}
 }

@@ -103,6 +103,10 @@ type ExecOptions struct {
 	// detach starts Cmd as a background process that outlives the exec (StartProc); Stdin
 	// then carries the process's parameters to procScript.
 	detach bool
+	// strictStdin makes Stdin complete only when it ends without error: a read error, or
+	// sbx going away, terminates the command's process group instead of ending its input. Only
+	// the agent can tell these apart; without one, Exec fails with errNoAgent.
+	strictStdin bool
 }
 
 // ExecResult is how an exec ended.
@@ -148,7 +152,10 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 
 	if (opts.Interactive || opts.detach) && opts.Stdin != nil {
 		go func() {
-			_, _ = io.Copy(st, opts.Stdin)
+			if _, err := io.Copy(st, opts.Stdin); err != nil && opts.strictStdin {
+				st.abortStdin()
+				return
+			}
 			_ = st.closeStdin()
 		}()
 	}
@@ -222,6 +229,8 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 type cmdStream interface {
 	io.Writer // the command's stdin
 	closeStdin() error
+	// abortStdin terminates the command because its stdin failed (strictStdin).
+	abortStdin()
 	resize(h, w uint)
 	// copyOutput copies the command's output until it ends.
 	copyOutput(stdout, stderr io.Writer) error
@@ -238,7 +247,7 @@ func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOption
 	if err == nil {
 		return st, nil
 	}
-	if !errors.Is(err, errNoAgent) {
+	if !errors.Is(err, errNoAgent) || opts.strictStdin {
 		return nil, err
 	}
 	return m.startExec(ctx, sb, opts, cmd, size)
@@ -275,6 +284,7 @@ func (m *Manager) startExec(ctx context.Context, sb *Sandbox, opts ExecOptions, 
 
 func (s *execStream) Write(p []byte) (int, error) { return s.resp.Conn.Write(p) }
 func (s *execStream) closeStdin() error           { return s.resp.CloseWrite() }
+func (s *execStream) abortStdin()                 { s.close() }
 func (s *execStream) resize(h, w uint) {
 	_ = s.m.Engine.ContainerExecResize(context.Background(), s.id, container.ResizeOptions{Height: h, Width: w})
 }

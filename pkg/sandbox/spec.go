@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -277,6 +278,23 @@ func configShape(cfg config.Config, projectRoot string, ports []string) (shape, 
 	if err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
 	}
+	key := string(raw) + "\x00" + projectRoot + "\x00" + strings.Join(ports, "\x00")
+	if v, ok := shapeMemo.Load(key); ok {
+		r := v.([2]string)
+		return r[0], r[1], nil
+	}
+	shape, hash, err = shapeOf(cfg, raw, projectRoot, ports)
+	if err == nil {
+		shapeMemo.Store(key, [2]string{shape, hash})
+	}
+	return shape, hash, err
+}
+
+// shapeMemo remembers shapes by their input: sbx ls computes one per sandbox, and most
+// sandboxes share a config. The inputs a process sees are few.
+var shapeMemo sync.Map
+
+func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) (shape, hash string, err error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &all); err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
