@@ -5,10 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -91,24 +89,24 @@ func (m *Manager) agentDir(name, image string) string {
 // errNoAgent means the command must go through the engine's exec.
 var errNoAgent = errors.New("no agent")
 
-// agentRequest is the R frame; strings are base64 so that any bytes pass.
-type agentRequest struct {
-	Argv []string `json:"argv"`
-	Env  []string `json:"env,omitempty"`
-	Cwd  string   `json:"cwd,omitempty"`
-	TTY  bool     `json:"tty,omitempty"`
-	// Strict terminates the command's group when the client goes away before ending stdin.
-	Strict bool `json:"strict,omitempty"`
-	Rows   uint `json:"rows,omitempty"`
-	Cols   uint `json:"cols,omitempty"`
-}
-
-func b64(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = base64.StdEncoding.EncodeToString([]byte(s))
+// agentRequest encodes the R frame: NUL-terminated fields tty, rows, cols, strict, cwd, argc,
+// the arguments, then the variables. Arguments and variables cannot hold NUL (Exec refuses
+// them), so any other bytes pass unchanged.
+func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) []byte {
+	var rows, cols uint
+	if size != nil {
+		rows, cols = size[0], size[1]
 	}
-	return out
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	fields := []string{flag(opts.TTY), strconv.FormatUint(uint64(rows), 10), strconv.FormatUint(uint64(cols), 10),
+		flag(opts.strictStdin), opts.WorkDir, strconv.Itoa(len(cmd))}
+	fields = append(append(fields, cmd...), opts.Env...)
+	return []byte(strings.Join(fields, "\x00") + "\x00")
 }
 
 // agentStream is one command run by an agent.
@@ -136,18 +134,7 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 		conn.Close()
 		return nil, errNoAgent
 	}
-	req := agentRequest{Argv: b64(cmd), Env: b64(opts.Env), TTY: opts.TTY, Strict: opts.strictStdin}
-	if opts.WorkDir != "" {
-		req.Cwd = b64([]string{opts.WorkDir})[0]
-	}
-	if size != nil {
-		req.Rows, req.Cols = size[0], size[1]
-	}
-	body, err := json.Marshal(req)
-	if err == nil {
-		err = s.send('R', body)
-	}
-	if err != nil {
+	if err := s.send('R', agentRequest(opts, cmd, size)); err != nil {
 		conn.Close()
 		return nil, errs.Failure(fmt.Errorf("sending a command to sandbox %q: %w", sb.Name, err), "")
 	}
@@ -275,12 +262,9 @@ func (s *agentStream) copyOutput(stdout, stderr io.Writer) error {
 			s.exit = err == nil
 			return err
 		case 'F':
-			var f struct {
-				Errno int    `json:"errno"`
-				Error string `json:"error"`
-			}
-			_ = json.Unmarshal(body, &f)
-			return &spawnError{errno: syscall.Errno(f.Errno), msg: f.Error}
+			num, msg, _ := strings.Cut(string(body), "\x00")
+			errno, _ := strconv.Atoi(num)
+			return &spawnError{errno: syscall.Errno(errno), msg: msg}
 		}
 	}
 }

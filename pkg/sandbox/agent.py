@@ -4,51 +4,102 @@
 # path (containerd-shim plus runc exec, ~100 ms). It runs as the sandbox user under the
 # sandbox's limits, so its children are confined exactly as an exec would be. It has one
 # thread and forks only to run a request: a fork bomb that fills the pids limit cannot stall
-# it.
+# it. It imports only modules written in C, which keeps its start (a sandbox's first
+# command waits for it) near the interpreter's own.
 #
 # Frames both ways: 1 byte type, 4 bytes big-endian length, payload.
-#   agent -> client: H hello (version), 1 stdout, 2 stderr, F spawn failure (JSON), Z exit code
-#   client -> agent: R request (JSON, strings base64), I stdin, E stdin EOF, W "rows cols",
-#                    K abort: terminate the command's process group
+#   agent -> client: H hello (version), 1 stdout, 2 stderr, F spawn failure ("errno\0text"),
+#                    Z exit code
+#   client -> agent: R request, I stdin, E stdin EOF, W "rows cols", K abort: terminate the
+#                    command's process group
+# A request is NUL-terminated fields: tty, rows, cols, strict, cwd, argc, argv..., env...
 # A client that goes away closes the command's stdin (or hangs up its terminal); sbx's exec
-# wrapper takes that as the signal to end the command. With "strict" in the request, a
-# client that goes away before E terminates the command's process group first, so a cut
-# stream is never taken for a complete one.
-import base64, fcntl, json, os, selectors, signal, socket, struct, subprocess, sys, termios
+# wrapper takes that as the signal to end the command. With strict set, a client that goes
+# away before E terminates the command's process group first, so a cut stream is never
+# taken for a complete one.
+import os, sys, select, fcntl, termios, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
-HDR = struct.Struct(">cI")
 CHUNK = 256 << 10
 HIGH = 4 << 20
 F_SETPIPE_SZ = 1031
-sel = selectors.DefaultSelector()
-children = {}
+IN, OUT = select.EPOLLIN, select.EPOLLOUT
+ep = select.epoll()
+handlers = {}  # fd -> callable(events)
+children = {}  # pid -> Conn
 base_env = dict(os.environb)
 
 
+def watch(fd, events, fn):
+    if fd in handlers:
+        ep.modify(fd, events)
+    else:
+        ep.register(fd, events)
+    handlers[fd] = fn
+
+
+def unwatch(fd):
+    if handlers.pop(fd, None) is not None:
+        ep.unregister(fd)
+
+
 def frame(t, data=b""):
-    return HDR.pack(t, len(data)) + data
+    return t + len(data).to_bytes(4, "big") + data
 
 
 def winsize(fd, rows, cols):
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, rows.to_bytes(2, sys.byteorder) + cols.to_bytes(2, sys.byteorder) + bytes(4))
 
 
-def ctty():
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+def start(argv, env, cwd, fds, tty):
+    """fork and exec argv with fds as its stdio in a new session; returns its pid."""
+    r, w = os.pipe()  # closed by exec: an empty read means the exec worked
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            if tty:
+                fcntl.ioctl(fds[0], termios.TIOCSCTTY, 0)
+            for i, fd in enumerate(fds):
+                os.dup2(fd, i)
+            _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+            if cwd:
+                os.chdir(cwd)
+            os.execvpe(argv[0], argv, env)
+        except OSError as e:
+            os.write(w, b"%d\0%s" % (e.errno or 0, (e.strerror or str(e)).encode()))
+        except BaseException as e:
+            os.write(w, b"0\0%s" % str(e).encode())
+        os._exit(127)
+    os.close(w)
+    err = b""
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        err += b
+    os.close(r)
+    if err:
+        os.waitpid(pid, 0)
+        raise SpawnError(err)
+    return pid
+
+
+class SpawnError(Exception):
+    pass
 
 
 class Conn:
     def __init__(self, sock):
         self.sock = sock
-        self.sock_events = 0
+        self.fd = sock.fileno()
+        self.events = 0
         self.inbuf = bytearray()
         self.out = bytearray()
         self.gone = False
-        self.proc = None
+        self.pid = None
         self.status = None
         self.outputs = {}  # output fd -> stream byte, while open
-        self.files = {}  # fd -> file object owning it
         self.paused = False
         self.master = None  # the terminal's master side in TTY mode
         self.stdin = None
@@ -65,17 +116,15 @@ class Conn:
     def update(self):
         if self.gone:
             return
-        ev = selectors.EVENT_READ if len(self.stdin_buf) < HIGH else 0
+        ev = IN if len(self.stdin_buf) < HIGH else 0
         if self.out:
-            ev |= selectors.EVENT_WRITE
-        if ev != self.sock_events:
-            if not self.sock_events:
-                sel.register(self.sock, ev, self)
-            elif not ev:
-                sel.unregister(self.sock)
+            ev |= OUT
+        if ev != self.events:
+            if ev:
+                watch(self.fd, ev, self.on_sock)
             else:
-                sel.modify(self.sock, ev, self)
-            self.sock_events = ev
+                unwatch(self.fd)
+            self.events = ev
         self.pause(len(self.out) > HIGH)
 
     def pause(self, on):
@@ -84,12 +133,15 @@ class Conn:
             self.paused = on
             for fd in self.outputs:
                 if on:
-                    sel.unregister(fd)
+                    unwatch(fd)
                 else:
-                    sel.register(fd, selectors.EVENT_READ, (self, fd))
+                    watch(fd, IN, self.output_handler(fd))
 
-    def on_sock(self, mask):
-        if mask & selectors.EVENT_WRITE:
+    def output_handler(self, fd):
+        return lambda ev: self.on_output(fd)
+
+    def on_sock(self, ev):
+        if ev & OUT:
             try:
                 del self.out[:self.sock.send(self.out)]
             except BlockingIOError:
@@ -98,7 +150,7 @@ class Conn:
                 return self.drop()
             if not self.out and self.done():
                 return self.close()
-        if mask & selectors.EVENT_READ:
+        if ev & (IN | select.EPOLLHUP | select.EPOLLERR):
             try:
                 data = self.sock.recv(CHUNK)
             except BlockingIOError:
@@ -113,36 +165,36 @@ class Conn:
         self.update()
 
     def frames(self):
-        while len(self.inbuf) >= HDR.size and not self.gone:
-            t, n = HDR.unpack_from(self.inbuf)
-            if len(self.inbuf) < HDR.size + n:
+        while len(self.inbuf) >= 5 and not self.gone:
+            t, n = self.inbuf[0:1], int.from_bytes(self.inbuf[1:5], "big")
+            if len(self.inbuf) < 5 + n:
                 return
             if t == b"I":  # the bulk of a copy: moved once, not sliced twice
                 if not self.stdin_eof:
                     with memoryview(self.inbuf) as mv:
-                        self.stdin_buf += mv[HDR.size:HDR.size + n]
-                del self.inbuf[:HDR.size + n]
+                        self.stdin_buf += mv[5:5 + n]
+                del self.inbuf[:5 + n]
                 self.feed()
                 continue
-            data = bytes(self.inbuf[HDR.size:HDR.size + n])
-            del self.inbuf[:HDR.size + n]
-            if t == b"R" and self.proc is None:
-                self.spawn(json.loads(data))
+            data = bytes(self.inbuf[5:5 + n])
+            del self.inbuf[:5 + n]
+            if t == b"R" and self.pid is None:
+                self.spawn(data.split(b"\0"))
             elif t == b"E":
                 self.stdin_eof = True
                 self.feed()
             elif t == b"K":
                 self.abort()
             elif t == b"W" and self.master is not None:
-                rows, cols = (int(x) for x in data.split())
-                winsize(self.master, rows, cols)
+                rows, cols = data.split()
+                winsize(self.master, int(rows), int(cols))
 
     def abort(self):
         # TERM before the input ends: the command dies, or cleans up and exits, without
         # ever reading an end of input; sbx's watchdog KILLs what remains of the group.
-        if self.proc and self.status is None:
+        if self.pid and self.status is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.killpg(self.pid, _signal.SIGTERM)
             except OSError:
                 pass
         self.stdin_buf.clear()
@@ -164,59 +216,61 @@ class Conn:
 
     def close(self):
         if not self.gone:
-            if self.sock_events:
-                sel.unregister(self.sock)
-            self.sock_events = 0
+            unwatch(self.fd)
+            self.events = 0
             self.gone = True
             self.sock.close()
 
-    def spawn(self, req):
-        self.strict = bool(req.get("strict"))
-        argv = [base64.b64decode(a) for a in req["argv"]]
-        cwd = base64.b64decode(req["cwd"]) if req.get("cwd") else None
+    def spawn(self, f):
+        tty, rows, cols, self.strict, cwd = f[0] == b"1", int(f[1]), int(f[2]), f[3] == b"1", f[4]
+        argc = int(f[5])
+        argv, envs = f[6:6 + argc], f[6 + argc:-1]
         env = dict(base_env)
-        if req.get("tty"):
+        if tty:
             env.setdefault(b"TERM", b"xterm")
-        for kv in req.get("env") or []:
-            k, _, v = base64.b64decode(kv).partition(b"=")
+        for kv in envs:
+            k, _, v = kv.partition(b"=")
             env[k] = v
+        mine = []  # our ends of the command's stdio
+        theirs = []
         try:
-            if req.get("tty"):
+            if tty:
                 self.master, slave = os.openpty()
-                try:
-                    if req.get("rows") and req.get("cols"):
-                        winsize(slave, req["rows"], req["cols"])
-                    self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
-                                                 env=env, start_new_session=True, preexec_fn=ctty)
-                finally:
-                    os.close(slave)
+                theirs = [slave]
+                if rows and cols:
+                    winsize(slave, rows, cols)
                 self.stdin = os.dup(self.master)
+                mine = [self.master, self.stdin]
+                self.pid = start(argv, env, cwd, (slave, slave, slave), True)
                 self.outputs = {self.master: b"1"}
-                self.files = {fd: open(fd, "rb", buffering=0) for fd in (self.master, self.stdin)}
             else:
-                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True)
-                p = self.proc
-                self.stdin = p.stdin.fileno()
-                self.outputs = {p.stdout.fileno(): b"1", p.stderr.fileno(): b"2"}
-                self.files = {f.fileno(): f for f in (p.stdin, p.stdout, p.stderr)}
-        except OSError as e:
-            if self.master is not None:
-                os.close(self.master)
-                self.master = None
-            self.proc = False
-            self.send(frame(b"F", json.dumps({"errno": e.errno or 0, "error": e.strerror or str(e)}).encode()))
+                pipes = [os.pipe() for _ in range(3)]
+                theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+                mine = [pipes[0][1], pipes[1][0], pipes[2][0]]
+                for fd in mine:
+                    try:  # fewer wakeups on large streams; the default is 64 KiB
+                        fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
+                    except OSError:
+                        pass
+                self.pid = start(argv, env, cwd, theirs, False)
+                self.stdin = mine[0]
+                self.outputs = {mine[1]: b"1", mine[2]: b"2"}
+        except (OSError, SpawnError) as e:
+            for fd in mine:
+                os.close(fd)
+            self.master = self.stdin = None
+            self.pid = False
+            msg = e.args[0] if isinstance(e, SpawnError) else b"%d\0%s" % (e.errno or 0, (e.strerror or str(e)).encode())
+            self.send(frame(b"F", msg))
             return
-        children[self.proc.pid] = self
-        for fd in (self.stdin, *self.outputs):
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        children[self.pid] = self
+        for fd in mine:
             os.set_blocking(fd, False)
-            if self.master is None:
-                try:  # fewer wakeups on large streams; the default is 64 KiB
-                    fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
-                except OSError:
-                    pass
         for fd in self.outputs:
-            sel.register(fd, selectors.EVENT_READ, (self, fd))
+            watch(fd, IN, self.output_handler(fd))
         self.feed()
 
     def feed(self):
@@ -231,14 +285,13 @@ class Conn:
                 break
             except OSError:  # the command closed its stdin
                 self.stdin_buf.clear()
-        registered = self.stdin in sel.get_map()
-        if self.stdin_buf and not registered:
-            sel.register(self.stdin, selectors.EVENT_WRITE, (self, -1))
-        elif not self.stdin_buf and registered:
-            sel.unregister(self.stdin)
-        if not self.stdin_buf and self.stdin_eof:
-            self.files.pop(self.stdin).close()  # a terminal's copy only: it has no EOF to pass on
-            self.stdin = None
+        if self.stdin_buf:
+            watch(self.stdin, OUT, lambda ev: self.feed())
+        else:
+            unwatch(self.stdin)
+            if self.stdin_eof:
+                os.close(self.stdin)  # a terminal's copy only: it has no EOF to pass on
+                self.stdin = None
         self.update()
 
     def on_output(self, fd):
@@ -254,10 +307,9 @@ class Conn:
             self.end_output(fd)
 
     def end_output(self, fd):
-        if not self.paused:
-            sel.unregister(fd)
+        unwatch(fd)
         del self.outputs[fd]
-        self.files.pop(fd).close()
+        os.close(fd)
         if fd == self.master:
             self.master = None
         self.finish()
@@ -267,10 +319,15 @@ class Conn:
 
     def finish(self):
         if self.done():
-            self.send(frame(b"Z", str(self.status).encode()))
+            self.send(frame(b"Z", b"%d" % self.status))
 
 
-def reap():
+def reap(ev):
+    try:
+        while os.read(wake_r, 512):
+            pass
+    except BlockingIOError:
+        pass
     # Any child, orphans included: without --init this process is pid 1.
     while True:
         try:
@@ -280,62 +337,45 @@ def reap():
         if pid == 0:
             return
         conn = children.pop(pid, None)
-        if conn is None:
-            continue
-        code = os.waitstatus_to_exitcode(st)
-        conn.status = 128 - code if code < 0 else code
-        if conn.proc:
-            conn.proc.returncode = conn.status
-        conn.finish()
+        if conn is not None:
+            code = os.waitstatus_to_exitcode(st)
+            conn.status = 128 - code if code < 0 else code
+            conn.finish()
 
 
-def serve():
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-    sel.register(wake_r, selectors.EVENT_READ, "wake")
-
-    tmp = os.path.join(DIR, ".agent.%d.sock" % os.getpid())
+def accept(ev):
     try:
-        os.unlink(tmp)
-    except FileNotFoundError:
-        pass
-    lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    lst.bind(tmp)
-    os.chmod(tmp, 0o666)  # the host user connecting need not be the sandbox user
-    lst.listen(128)
-    lst.setblocking(False)
-    os.rename(tmp, os.path.join(DIR, "agent.sock"))  # never a socket that does not listen yet
-    sel.register(lst, selectors.EVENT_READ, None)
-
-    while True:
-        for key, mask in sel.select():
-            d = key.data
-            if d is None:
-                try:
-                    s, _ = lst.accept()
-                except OSError:
-                    continue
-                s.setblocking(False)
-                Conn(s)
-            elif d == "wake":
-                try:
-                    while os.read(wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
-                reap()
-            elif isinstance(d, Conn):
-                d.on_sock(mask)
-            else:
-                conn, fd = d
-                if fd == -1:
-                    conn.feed()
-                elif fd in conn.outputs:
-                    conn.on_output(fd)
+        fd, _ = lst._accept()
+    except OSError:
+        return
+    s = _socket.socket(fileno=fd)
+    s.setblocking(False)
+    Conn(s)
 
 
-serve()
+wake_r, wake_w = os.pipe()
+for fd in (wake_r, wake_w):
+    os.set_blocking(fd, False)
+_signal.set_wakeup_fd(wake_w)
+_signal.signal(_signal.SIGCHLD, lambda *_: None)
+_signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+watch(wake_r, IN, reap)
+
+tmp = os.path.join(DIR, ".agent.%d.sock" % os.getpid())
+try:
+    os.unlink(tmp)
+except FileNotFoundError:
+    pass
+lst = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+lst.bind(tmp)
+os.chmod(tmp, 0o666)  # the host user connecting need not be the sandbox user
+lst.listen(128)
+lst.setblocking(False)
+os.rename(tmp, os.path.join(DIR, "agent.sock"))  # never a socket that does not listen yet
+watch(lst.fileno(), IN, accept)
+
+while True:
+    for fd, ev in ep.poll():
+        fn = handlers.get(fd)
+        if fn is not None:
+            fn(ev)

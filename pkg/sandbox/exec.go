@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +124,11 @@ type ExecResult struct {
 func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*ExecResult, error) {
 	if len(opts.Cmd) == 0 {
 		return nil, errs.Usagef("no command given")
+	}
+	for _, s := range slices.Concat(opts.Cmd, opts.Env, []string{opts.WorkDir}) {
+		if strings.ContainsRune(s, 0) {
+			return nil, errs.Usagef("%q contains a NUL byte, which no command line or variable can hold", s)
+		}
 	}
 	id := newExecID()
 	ticks := 0
