@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
@@ -147,8 +146,8 @@ func ConfigState(f *Factory, sb *sandbox.Sandbox) (string, []string) {
 }
 
 // ConfigStates is ConfigState for many sandboxes (sbx ls). Sandboxes of one project created
-// with the same flags and ports resolve alike unless a config file has sandbox sections, so
-// such a group is resolved once. It is safe for concurrent use.
+// with the same flags and the same shape resolve alike unless a config file has sandbox
+// sections, so such a group is resolved once. It is safe for concurrent use.
 type ConfigStates struct {
 	f    *Factory
 	mu   sync.Mutex
@@ -164,7 +163,8 @@ func NewConfigStates(f *Factory) *ConfigStates {
 
 // Of is ConfigState of sb.
 func (c *ConfigStates) Of(sb *sandbox.Sandbox) (string, []string) {
-	key := sb.Labels[sandbox.LabelProject] + "\x00" + sb.Labels[sandbox.LabelCreateSettings] + "\x00" + strings.Join(sb.PublishedPorts(), ",")
+	// The config label holds the ports, and equal labels are what most sandboxes share.
+	key := sb.Labels[sandbox.LabelProject] + "\x00" + sb.Labels[sandbox.LabelCreateSettings] + "\x00" + sb.Labels[sandbox.LabelConfig]
 	c.mu.Lock()
 	rs, ok := c.memo[key]
 	c.mu.Unlock()
