@@ -103,8 +103,17 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) []byte {
 		}
 		return "0"
 	}
+	// How a client that goes away is taken: 1 ends a stream early, 2 ends a command that
+	// owns its stdin (-i), whose watchdog cannot see it.
+	strict := "0"
+	switch {
+	case opts.strictStdin:
+		strict = "1"
+	case opts.Interactive && !opts.detach:
+		strict = "2"
+	}
 	fields := []string{flag(opts.TTY), strconv.FormatUint(uint64(rows), 10), strconv.FormatUint(uint64(cols), 10),
-		flag(opts.strictStdin), opts.WorkDir, strconv.Itoa(len(cmd))}
+		strict, opts.WorkDir, strconv.Itoa(len(cmd))}
 	fields = append(append(fields, cmd...), opts.Env...)
 	return []byte(strings.Join(fields, "\x00") + "\x00")
 }

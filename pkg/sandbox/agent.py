@@ -14,9 +14,10 @@
 #                    command's process group
 # A request is NUL-terminated fields: tty, rows, cols, strict, cwd, argc, argv..., env...
 # A client that goes away closes the command's stdin (or hangs up its terminal); sbx's exec
-# wrapper takes that as the signal to end the command. With strict set, a client that goes
+# wrapper takes that as the signal to end the command. With strict 1, a client that goes
 # away before E terminates the command's process group first, so a cut stream is never
-# taken for a complete one.
+# taken for a complete one; with strict 2 (a command that owns its stdin, so the wrapper
+# cannot see the client go), a client that goes away before the exit does.
 import os, sys, select, fcntl, termios, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
@@ -105,7 +106,7 @@ class Conn:
         self.stdin = None
         self.stdin_buf = bytearray()
         self.stdin_eof = False
-        self.strict = False
+        self.strict = b"0"
         self.send(frame(b"H", VERSION.encode()))
 
     def send(self, data):
@@ -203,7 +204,7 @@ class Conn:
 
     def drop(self):
         """The client went away: end the command's input, keep draining its output."""
-        if self.strict and not self.stdin_eof:
+        if self.strict == b"2" and self.status is None or self.strict == b"1" and not self.stdin_eof:
             self.abort()
         self.close()
         self.out.clear()
@@ -222,7 +223,7 @@ class Conn:
             self.sock.close()
 
     def spawn(self, f):
-        tty, rows, cols, self.strict, cwd = f[0] == b"1", int(f[1]), int(f[2]), f[3] == b"1", f[4]
+        tty, rows, cols, self.strict, cwd = f[0] == b"1", int(f[1]), int(f[2]), f[3], f[4]
         argc = int(f[5])
         argv, envs = f[6:6 + argc], f[6 + argc:-1]
         env = dict(base_env)

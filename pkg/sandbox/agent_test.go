@@ -198,3 +198,27 @@ func TestAgentStrictStdinCutIsNotEOF(t *testing.T) {
 		})
 	}
 }
+
+// A command that owns its stdin (-i) cannot learn from it that sbx went away, even after
+// its input ended: the agent terminates it.
+func TestAgentInteractiveClientGoneTerminates(t *testing.T) {
+	m, sb := startHostAgent(t)
+	dir := t.TempDir()
+	script := `trap 'touch ` + filepath.Join(dir, "term") + `; exit' TERM; while :; do sleep 0.1; done`
+	st, err := m.startAgent(context.Background(), sb, ExecOptions{Interactive: true}, []string{"sh", "-c", script}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.closeStdin(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	st.close()
+	for range 50 {
+		if _, err := os.Stat(filepath.Join(dir, "term")); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the command was not terminated when its client went away")
+}

@@ -132,7 +132,8 @@ func stateFileParses(t *testing.T, s *sbx, name string) {
 // sbx killed while its command runs: the next command works and the killed command's
 // processes do not live on. Without -i the watchdog reads sbx's end of stdin and ends the
 // command when it closes. With -i stdin belongs to the command, so the watchdog cannot see
-// sbx go: the timeout still holds without sbx, and bounds how long the processes survive.
+// sbx go; the sandbox's agent can and terminates the command, and without an agent the
+// timeout still bounds how long the processes survive.
 func TestFaultKilledDuringExec(t *testing.T) {
 	sc := faultsGroup.start(t)
 	s := newSBX(t)
