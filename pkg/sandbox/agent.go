@@ -324,13 +324,18 @@ func (e *spawnError) Error() string { return e.msg }
 
 // prepareAgentDir makes the host directory for the agent's socket before the sandbox starts:
 // the engine refuses a bind mount whose source is missing. The sandbox user, whatever its
-// uid, must be able to create the socket there; the directory sits in sbx's private state
-// directory, so no other host user reaches it.
+// uid, must be able to create the socket there; the directory sits in a private directory,
+// so no other host user reaches it.
 func prepareAgentDir(name, dir string) error {
 	if dir == "" {
 		return nil
 	}
+	// The directory above is what keeps other host users away from a socket anyone may
+	// open, so it is made private even if something created it open.
 	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = os.Chmod(filepath.Dir(dir), 0o700)
+	}
 	if err == nil {
 		err = os.Chmod(dir, 0o777)
 	}

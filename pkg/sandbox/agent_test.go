@@ -222,3 +222,26 @@ func TestAgentInteractiveClientGoneTerminates(t *testing.T) {
 	}
 	t.Fatal("the command was not terminated when its client went away")
 }
+
+// The agent's socket is open to anyone who reaches it; the directory above must not let
+// other host users reach it, even if it was made open before.
+func TestPrepareAgentDirIsPrivate(t *testing.T) {
+	state := t.TempDir()
+	parent := filepath.Join(state, "agent")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "web")
+	if err := prepareAgentDir("web", dir); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{parent: 0o700, dir: 0o777} {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s: mode %o, want %o", path, fi.Mode().Perm(), want)
+		}
+	}
+}
