@@ -115,6 +115,10 @@ func TestCLIBrowserHeadless(t *testing.T) {
 		t.Errorf("printed %s, Chromium names %s", res.Endpoints.CDP.URL, version.WS)
 	}
 	onlyLoopback(t, c.eng, name, "9222/tcp")
+	// The browser image's entrypoint runs the agent once Chromium is up.
+	if r := c.run("exec", "-n", name, "--", "sh", "-c", "echo $PPID"); r.code != 0 || strings.TrimSpace(r.stdout) == "0" {
+		t.Errorf("exec in the browser sandbox, want it through the agent (a parent pid): exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 
 	r = c.run("ls", "--json", "--filter", "name="+name)
 	if !strings.Contains(r.stdout, `"127.0.0.1:`+cdp.Port()+`->9222/tcp"`) {

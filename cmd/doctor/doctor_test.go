@@ -109,3 +109,13 @@ func TestDoctorRunHealthyJSON(t *testing.T) {
 		t.Errorf("JSON report missing fields:\n%s", out)
 	}
 }
+
+func TestAgentCheck(t *testing.T) {
+	if c := agentCheck("unix:///var/run/docker.sock", true); c.Status != StatusOK || c.Required {
+		t.Errorf("local engine: %+v", c)
+	}
+	c := agentCheck("tcp://10.0.0.5:2376", false)
+	if c.Status != StatusWarn || c.Required || !strings.Contains(c.Detail, "tcp://10.0.0.5:2376") || c.Fix == "" {
+		t.Errorf("remote engine: %+v", c)
+	}
+}
