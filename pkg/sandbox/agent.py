@@ -139,7 +139,10 @@ class Conn:
                     watch(fd, IN, self.output_handler(fd))
 
     def output_handler(self, fd):
-        return lambda ev: self.on_output(fd)
+        def handler(ev):
+            self.on_output(fd)
+        handler.conn = self
+        return handler
 
     def on_sock(self, ev):
         if ev & OUT:
@@ -287,13 +290,16 @@ class Conn:
             except OSError:  # the command closed its stdin
                 self.stdin_buf.clear()
         if self.stdin_buf:
-            watch(self.stdin, OUT, lambda ev: self.feed())
+            watch(self.stdin, OUT, self.on_stdin)
         else:
             unwatch(self.stdin)
             if self.stdin_eof:
                 os.close(self.stdin)  # a terminal's copy only: it has no EOF to pass on
                 self.stdin = None
         self.update()
+
+    def on_stdin(self, ev):
+        self.feed()
 
     def on_output(self, fd):
         try:
@@ -378,5 +384,13 @@ watch(lst.fileno(), IN, accept)
 while True:
     for fd, ev in ep.poll():
         fn = handlers.get(fd)
-        if fn is not None:
+        if fn is None:
+            continue
+        try:
             fn(ev)
+        except Exception as e:  # a bug must cost one command, not the sandbox
+            os.write(2, b"sbx-agent: %r\n" % e)
+            unwatch(fd)
+            conn = getattr(fn, "__self__", None) or getattr(fn, "conn", None)
+            if isinstance(conn, Conn):
+                conn.close()

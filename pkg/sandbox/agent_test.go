@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -243,5 +244,28 @@ func TestPrepareAgentDirIsPrivate(t *testing.T) {
 		if fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %o, want %o", path, fi.Mode().Perm(), want)
 		}
+	}
+}
+
+// A request the agent cannot read costs that connection, not the agent.
+func TestAgentSurvivesABadRequest(t *testing.T) {
+	m, sb := startHostAgent(t)
+	conn, err := dialAgentSocket(context.Background(), sb.Labels[LabelAgentDir])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &agentStream{conn: conn, rd: bufio.NewReader(conn)}
+	if err := s.hello(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.send('R', []byte("not\x00a\x00request\x00")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.next(); err == nil {
+		t.Error("the agent answered a bad request instead of closing the connection")
+	}
+	conn.Close()
+	if r := runOnAgent(t, m, sb, ExecOptions{}, "echo", "still here"); r.stdout != "still here\n" {
+		t.Errorf("after a bad request: %+v", r)
 	}
 }
