@@ -55,7 +55,12 @@ def winsize(fd, rows, cols):
 def start(argv, env, cwd, fds, tty):
     """fork and exec argv with fds as its stdio in a new session; returns its pid."""
     r, w = os.pipe()  # closed by exec: an empty read means the exec worked
-    pid = os.fork()
+    try:
+        pid = os.fork()  # EAGAIN when the pids limit is full
+    except OSError:
+        os.close(r)
+        os.close(w)
+        raise
     if pid == 0:
         try:
             os.setsid()

@@ -115,3 +115,37 @@ func buildCustomImage(t *testing.T, eng sandbox.Engine, tag string) {
 		t.Fatalf("building %s: %v\n%s", tag, err, out)
 	}
 }
+
+// While a fork bomb holds every pid, a new command cannot start; the agent says so, and
+// serves again once the bomb is gone.
+func TestAgentDuringForkBomb(t *testing.T) {
+	e := newEnv(t, func(c *config.Config) { c.PidsLimit = 64 })
+	res := e.ensure()
+	bomb := make(chan execOut, 1)
+	go func() {
+		bomb <- e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
+	}()
+	time.Sleep(2 * time.Second)
+	var out strings.Builder
+	r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"echo", "hi"}, Stdout: &out, Stderr: io.Discard})
+	switch {
+	case err != nil && !strings.Contains(err.Error(), "process limit reached"):
+		t.Errorf("a command during the bomb: %v", err)
+	case err == nil && (r.ExitCode != 0 || out.String() != "hi\n"):
+		// The bomb may leave a pid free now and then; then the command must work.
+		t.Errorf("a command during the bomb: %+v %q", r, out.String())
+	}
+	t.Logf("during the bomb: err %v", err)
+	if o := <-bomb; !o.res.TimedOut {
+		t.Fatalf("the bomb did not time out: %+v", o.res)
+	}
+	for i := 0; ; i++ {
+		if after := e.sh("echo alive"); after.stdout == "alive\n" {
+			break
+		}
+		if i == 20 {
+			t.Fatal("the agent does not serve after the bomb")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
