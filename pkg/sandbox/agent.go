@@ -172,6 +172,7 @@ func (m *Manager) waitAgent(ctx context.Context, sb *Sandbox) {
 		conn, err := dialAgentSocket(ctx, dir)
 		if err == nil {
 			conn.Close()
+			sealAgentDir(dir)
 			return
 		}
 		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
@@ -344,3 +345,10 @@ func prepareAgentDir(name, dir string) error {
 	}
 	return nil
 }
+
+// sealAgentDir takes write permission on the agent's directory away once its socket is
+// bound, so that a sandbox user other than the directory's owner can no longer put files on
+// the host's disk there. A sandbox user with the owner's uid (workspace rw, or a host user
+// who is uid 1000 like the bundled images' user) could give it back; prepareAgentDir opens
+// it again for the next start.
+func sealAgentDir(dir string) { _ = os.Chmod(dir, 0o555) }

@@ -45,6 +45,11 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// A sealed directory (sealAgentDir) refuses the sandbox user unless it has the owner's
+	// uid; the test opens it to plant the link, as such a user could.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	o := e.sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock && ln -s " + bait + " " + sandbox.AgentMountPath + "/agent.sock && echo planted")
 	if o.stdout != "planted\n" {
 		t.Fatalf("planting the link: %+v %q %q", o.res, o.stdout, o.stderr)
@@ -147,5 +152,34 @@ func TestAgentDuringForkBomb(t *testing.T) {
 			t.Fatal("the agent does not serve after the bomb")
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// Once the agent is up its directory is sealed: a sandbox user that is not the directory's
+// owner on the host cannot write there.
+func TestAgentDirSealedFromInside(t *testing.T) {
+	e := newEnv(t, nil)
+	res := e.ensure()
+	fi, err := os.Stat(res.Sandbox.Labels[sandbox.LabelAgentDir])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o555 {
+		t.Errorf("agent directory mode %o, want 555", fi.Mode().Perm())
+	}
+	if os.Geteuid() == 1000 {
+		t.Skip("cannot run here: the host user has the sandbox user's uid, which owns the directory")
+	}
+	o := e.sh("touch " + sandbox.AgentMountPath + "/x 2>&1; echo $?")
+	if !strings.Contains(o.stdout, "Permission denied") {
+		t.Errorf("writing into the agent directory from inside: %q", o.stdout)
+	}
+	// A restart opens it for the new agent's socket, then seals it again.
+	if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+		t.Fatal(err)
+	}
+	e.checkTransport(true)
+	if fi, err := os.Stat(res.Sandbox.Labels[sandbox.LabelAgentDir]); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Errorf("after a restart: %v %v", fi, err)
 	}
 }

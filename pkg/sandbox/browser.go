@@ -124,6 +124,7 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 	if err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
+	m.waitAgent(ctx, sb) // the image's entrypoint starts it once Chromium is up
 	b.HostPorts, b.Version = hostPorts, version.Browser
 	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort])
 	if err != nil {

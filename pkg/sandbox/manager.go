@@ -398,6 +398,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		}
 	}
 	if dir := sb.Labels[LabelAgentDir]; dir != "" {
+		_ = os.Chmod(dir, 0o700) // sealed (sealAgentDir): its entries cannot be removed
 		_ = os.RemoveAll(dir)
 	}
 	return m.State.Remove(sb.Name)
