@@ -286,6 +286,16 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		}
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
+	if err != nil && in.AgentDir != "" && strings.Contains(err.Error(), in.AgentDir) {
+		// The engine cannot see our directory (a socket forwarded from another machine, a
+		// confined engine): the sandbox goes without the agent.
+		_ = os.Remove(in.AgentDir)
+		in.AgentDir = ""
+		if spec, err = BuildSpec(in); err != nil {
+			return nil, err
+		}
+		resp, err = m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
+	}
 	if cerrdefs.IsConflict(err) {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +306,41 @@ func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
 	}
 	if removed != "half" {
 		t.Errorf("the container the engine would not start was left behind (removed %q)", removed)
+	}
+}
+
+// An engine that cannot see sbx's agent directory (a socket forwarded from another machine)
+// refuses its bind mount; the sandbox is made without the agent.
+func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
+	in := specInput()
+	var creates []*container.Config
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ContainerCreateFn: func(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+			creates = append(creates, cfg)
+			for _, m := range host.Mounts {
+				if m.Target == sandbox.AgentMountPath {
+					return container.CreateResponse{}, cerrdefs.ErrInvalidArgument.WithMessage("invalid mount config for type \"bind\": bind source path does not exist: " + m.Source)
+				}
+			}
+			return container.CreateResponse{ID: "c1"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+	}
+	m := fakeManager(t, fake)
+	m.Agents = true
+	res, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Lease.Release()
+	if len(creates) != 2 || creates[0].Labels[sandbox.LabelAgent] == "" {
+		t.Fatalf("want a create with the agent, then one without: %d creates", len(creates))
+	}
+	if creates[1].Labels[sandbox.LabelAgent] != "" || !slices.Equal(creates[1].Cmd, sandbox.KeepAlive) || res.Sandbox.Labels[sandbox.LabelAgentDir] != "" {
+		t.Errorf("the second create still has the agent: cmd %q labels %v", creates[1].Cmd, creates[1].Labels)
 	}
 }
