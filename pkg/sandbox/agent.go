@@ -124,7 +124,8 @@ type agentStream struct {
 	rd   *bufio.Reader
 	mu   sync.Mutex // serialises frames written by the stdin and resize goroutines
 	code int
-	exit bool // a Z frame arrived
+	exit bool   // a Z frame arrived
+	buf  []byte // the last frame's body
 }
 
 // startAgent starts cmd through sandbox sb's agent, or returns errNoAgent when it has none
@@ -225,7 +226,11 @@ func (s *agentStream) next() (byte, []byte, error) {
 	if n > maxFrame {
 		return 0, nil, fmt.Errorf("agent frame of %d bytes", n)
 	}
-	body := make([]byte, n)
+	// Output frames are written out before the next read, so their buffer is reused.
+	if cap(s.buf) < int(n) {
+		s.buf = make([]byte, n)
+	}
+	body := s.buf[:n]
 	_, err := io.ReadFull(s.rd, body)
 	return hdr[0], body, err
 }

@@ -313,10 +313,22 @@ class Conn:
             return
         except OSError:  # EIO: nothing holds the terminal's other side any more
             data = b""
-        if data:
-            self.send(frame(self.outputs[fd], data))
-        else:
-            self.end_output(fd)
+        if not data:
+            return self.end_output(fd)
+        hdr = self.outputs[fd] + len(data).to_bytes(4, "big")
+        if self.out or self.gone:
+            return self.send(hdr + data)
+        # Nothing queued: hand both parts to the kernel without joining them first.
+        try:
+            n = self.sock.sendmsg([hdr, data])
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            return self.drop()
+        if n < len(hdr):
+            self.send(hdr[n:] + data)
+        elif n < len(hdr) + len(data):
+            self.send(data[n - len(hdr):])
 
     def end_output(self, fd):
         unwatch(fd)
