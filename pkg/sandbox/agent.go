@@ -207,10 +207,8 @@ func (s *agentStream) send(typ byte, body []byte) error {
 	binary.BigEndian.PutUint32(hdr[1:], uint32(len(body)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.conn.Write(hdr[:]); err != nil {
-		return err
-	}
-	_, err := s.conn.Write(body)
+	bufs := net.Buffers{hdr[:], body} // one writev
+	_, err := bufs.WriteTo(s.conn)
 	return err
 }
 

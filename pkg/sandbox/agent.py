@@ -178,10 +178,19 @@ class Conn:
             t, n = self.inbuf[0:1], int.from_bytes(self.inbuf[1:5], "big")
             if len(self.inbuf) < 5 + n:
                 return
-            if t == b"I":  # the bulk of a copy: moved once, not sliced twice
+            if t == b"I":  # the bulk of a copy: straight to the pipe when nothing waits
                 if not self.stdin_eof:
                     with memoryview(self.inbuf) as mv:
-                        self.stdin_buf += mv[5:5 + n]
+                        data, done = mv[5:5 + n], 0
+                        if not self.stdin_buf and self.stdin is not None:
+                            try:
+                                done = os.write(self.stdin, data)
+                            except BlockingIOError:
+                                pass
+                            except OSError:  # the command closed its stdin
+                                done = n
+                        self.stdin_buf += data[done:]
+                        del data
                 del self.inbuf[:5 + n]
                 self.feed()
                 continue
