@@ -7,7 +7,11 @@ set -euo pipefail
 log=$(mktemp -t sbx-go-test.XXXXXX)
 trap 'rm -f "$log"' EXIT
 set +e
-go test -v "$@" 2>&1 | tee "$log" | grep -E '^(ok|FAIL|panic:|\s*--- (FAIL|SKIP)|.*_test\.go:[0-9]+:|.*\.txtar:[0-9]+:|[a-z -]+: [0-9]+ passed, [0-9]+ failed)'
+# A test's message that spans lines continues, indented further, under its file:line.
+go test -v "$@" 2>&1 | tee "$log" | awk '
+	/^(ok|FAIL|panic:)|^[ \t]*--- (FAIL|SKIP)|_test\.go:[0-9]+:|\.txtar:[0-9]+:|^[a-z -]+: [0-9]+ passed, [0-9]+ failed/ { print; more = /_test\.go:[0-9]+:/; fflush(); next }
+	more && /^        / { print; fflush(); next }
+	{ more = 0 }'
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
