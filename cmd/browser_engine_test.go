@@ -119,6 +119,11 @@ func TestCLIBrowserHeadless(t *testing.T) {
 	if r := c.run("exec", "-n", name, "--", "sh", "-c", "echo $PPID"); r.code != 0 || strings.TrimSpace(r.stdout) == "0" {
 		t.Errorf("exec in the browser sandbox, want it through the agent (a parent pid): exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// Only the agent gets its source back from the entrypoint.
+	env := `n=0; for p in $(pgrep -x chromium); do tr '\0' '\n' <"/proc/$p/environ" | grep -q '^SBX_AGENT=' && n=$((n+1)); done; echo "$(pgrep -xc chromium) $n"`
+	if r := c.run("exec", "-n", name, "--", "bash", "-c", env); r.code != 0 || !strings.HasSuffix(strings.TrimSpace(r.stdout), " 0") || strings.HasPrefix(r.stdout, "0 ") {
+		t.Errorf("chromium processes and how many hold SBX_AGENT: %q (stderr %q)", r.stdout, r.stderr)
+	}
 
 	r = c.run("ls", "--json", "--filter", "name="+name)
 	if !strings.Contains(r.stdout, `"127.0.0.1:`+cdp.Port()+`->9222/tcp"`) {

@@ -16,6 +16,11 @@
 #   SBX_BROWSER_FLAGS        extra Chromium flags, split on spaces
 set -euo pipefail
 
+# sbx's agent, when it is the command, carries its source in SBX_AGENT: only the command
+# gets it back, the browser's own processes have no use for it.
+agent_src=${SBX_AGENT-}
+unset SBX_AGENT
+
 readonly CDP_PORT=9222 CDP_INTERNAL_PORT=9223 NOVNC_PORT=6080 VNC_PORT=5900
 
 log() { printf 'sbx-browser: %s\n' "$*" >&2; }
@@ -110,6 +115,7 @@ start socat socat "TCP-LISTEN:$CDP_PORT,fork,reuseaddr" "TCP:127.0.0.1:$CDP_INTE
 log "DevTools on port $CDP_PORT$([ "$headless" = 1 ] && echo ", headless" || echo ", noVNC on port $NOVNC_PORT")"
 
 if [ "$#" -gt 0 ]; then
+	[ -z "$agent_src" ] || export SBX_AGENT="$agent_src"
 	start "$1" "$@"
 fi
 
