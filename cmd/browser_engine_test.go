@@ -84,8 +84,26 @@ func onlyLoopback(t *testing.T, eng sandbox.Engine, name string, want ...string)
 	}
 }
 
+// currentBrowserImage rebuilds the browser image when it is missing or stale: sbx browser
+// would use a stale one with a warning, and these tests check what the current one does.
+func currentBrowserImage(t *testing.T, eng sandbox.Engine) {
+	t.Helper()
+	imgs := &sandbox.Images{Engine: eng}
+	st, err := imgs.Status(context.Background(), images.ProfileBrowser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != sandbox.ImagePresent {
+		t.Logf("image %s is %s; building it", st.Tag, st.State)
+		if _, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{}); err != nil {
+			t.Fatalf("building %s: %v", st.Tag, err)
+		}
+	}
+}
+
 func TestCLIBrowserHeadless(t *testing.T) {
 	c := newCLI(t)
+	currentBrowserImage(t, c.eng)
 	c.write(".sbx.yaml", allowBrowser)
 	name := cliRun + "-chrome"
 	r := c.run("browser", "-n", name, "--headless", "--json")
@@ -136,6 +154,7 @@ func TestCLIBrowserHeadless(t *testing.T) {
 
 func TestCLIBrowserDesktop(t *testing.T) {
 	c := newCLI(t)
+	currentBrowserImage(t, c.eng)
 	c.write(".sbx.yaml", allowBrowser)
 	r := c.run("browser")
 	if r.code != 0 {
