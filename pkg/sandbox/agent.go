@@ -47,7 +47,7 @@ const (
 	// AgentMountPath is where that directory appears inside the sandbox.
 	AgentMountPath = "/run/sbx-agent"
 	agentSocket    = "agent.sock"
-	// agentWait bounds how long an exec waits for the agent of a sandbox that just started.
+	// agentWait bounds how long starting a sandbox waits for its agent to listen.
 	agentWait = 3 * time.Second
 	// agentHello bounds the agent's greeting; a paused sandbox accepts but never greets.
 	agentHello = 2 * time.Second
@@ -97,12 +97,6 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) []byte {
 	if size != nil {
 		rows, cols = size[0], size[1]
 	}
-	flag := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
-	}
 	// How a client that goes away is taken: 1 ends a stream early, 2 ends a command that
 	// owns its stdin (-i), whose watchdog cannot see it.
 	strict := "0"
@@ -112,7 +106,7 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) []byte {
 	case opts.Interactive && !opts.detach:
 		strict = "2"
 	}
-	fields := []string{flag(opts.TTY), strconv.FormatUint(uint64(rows), 10), strconv.FormatUint(uint64(cols), 10),
+	fields := []string{copyFlag(opts.TTY), strconv.FormatUint(uint64(rows), 10), strconv.FormatUint(uint64(cols), 10),
 		strict, opts.WorkDir, strconv.Itoa(len(cmd))}
 	fields = append(append(fields, cmd...), opts.Env...)
 	return []byte(strings.Join(fields, "\x00") + "\x00")
@@ -135,9 +129,9 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 	if dir == "" || sb.Labels[LabelAgent] != AgentVersion || opts.User != "" {
 		return nil, errNoAgent
 	}
-	conn, err := m.dialAgent(ctx, dir)
+	conn, err := dialAgentSocket(ctx, dir)
 	if err != nil {
-		return nil, err
+		return nil, errNoAgent
 	}
 	s := &agentStream{conn: conn, rd: bufio.NewReaderSize(conn, 256<<10)}
 	if err := s.hello(); err != nil {
@@ -149,15 +143,6 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 		return nil, errs.Failure(fmt.Errorf("sending a command to sandbox %q: %w", sb.Name, err), "")
 	}
 	return s, nil
-}
-
-// dialAgent connects to the agent socket in dir.
-func (m *Manager) dialAgent(ctx context.Context, dir string) (net.Conn, error) {
-	conn, err := dialAgentSocket(ctx, dir)
-	if err != nil {
-		return nil, errNoAgent
-	}
-	return conn, nil
 }
 
 // waitAgent waits until the agent of sandbox sb, which just started, takes connections; a

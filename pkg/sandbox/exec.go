@@ -202,13 +202,13 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	}
 
 	code, err := st.wait(ctx)
-	if errors.Is(err, errAgentLost) && !res.Canceled {
+	switch {
+	case errors.Is(err, errAgentLost) && !res.Canceled:
 		if gone := m.sandboxGone(ctx, sb); gone != nil {
 			return nil, gone
 		}
-		err = nil
-	}
-	if err != nil && !errors.Is(err, errAgentLost) {
+	case errors.Is(err, errAgentLost):
+	case err != nil:
 		return nil, err
 	}
 	res.ExitCode = code
