@@ -10,7 +10,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +64,8 @@ type cli struct {
 	home    string
 	project string
 	env     []string
+	// cred runs sbx as another user (newCLIAs); nil runs it as the test's own user.
+	cred *syscall.Credential
 }
 
 type result struct {
@@ -72,12 +76,66 @@ type result struct {
 
 func newCLI(t *testing.T) *cli {
 	t.Helper()
-	eng := sandboxtest.RealEngine(t)
-	c := &cli{t: t, eng: eng, bin: sbxBinary(t), home: t.TempDir(), project: t.TempDir()}
-	for _, d := range []string{c.project} {
-		if err := os.Chmod(d, 0o755); err != nil {
+	return setupCLI(t, &cli{t: t, bin: sbxBinary(t), home: t.TempDir(), project: t.TempDir()})
+}
+
+// nonRootUID is the user newCLIAs runs sbx as: no account of that uid exists, so nothing of
+// the machine's is its own.
+const nonRootUID = 4242
+
+// newCLIAs is newCLI for a user who is not root but is in the docker group, as most people
+// run sbx: root hides permission mistakes. Its home and project belong to that user, and
+// files the test writes with c.write are given to it. Only root can run such a test.
+func newCLIAs(t *testing.T, uid int) *cli {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatalf("running sbx as uid %d needs root", uid)
+	}
+	grp, err := user.LookupGroup("docker")
+	if err != nil {
+		t.Fatalf("the docker group (its members may use the engine's socket): %v", err)
+	}
+	gid, _ := strconv.Atoi(grp.Gid)
+	// t.TempDir's parents are private to root, so this user's directories live elsewhere.
+	base, err := os.MkdirTemp("", "sbx-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	bin := filepath.Join(base, "sbx")
+	if err := copyFile(sbxBinary(t), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cli{t: t, bin: bin, home: filepath.Join(base, "home"), project: filepath.Join(base, "project"),
+		cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{uint32(gid)}}}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{c.home, c.project} {
+		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chown(d, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return setupCLI(t, c)
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, mode)
+}
+
+func setupCLI(t *testing.T, c *cli) *cli {
+	t.Helper()
+	eng := sandboxtest.RealEngine(t)
+	c.eng = eng
+	if err := os.Chmod(c.project, 0o755); err != nil {
+		t.Fatal(err)
 	}
 	c.env = append(os.Environ(),
 		"HOME="+c.home, "XDG_CONFIG_HOME="+filepath.Join(c.home, ".config"), "XDG_STATE_HOME="+filepath.Join(c.home, ".state"),
@@ -105,7 +163,21 @@ func newCLI(t *testing.T) *cli {
 func (c *cli) cmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(c.bin, args...)
 	cmd.Dir, cmd.Env = c.project, c.env
+	if c.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	}
 	return cmd
+}
+
+// chown gives p (a file or directory the test made) to the user sbx runs as.
+func (c *cli) chown(p string) {
+	c.t.Helper()
+	if c.cred == nil {
+		return
+	}
+	if err := os.Lchown(p, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 func (c *cli) runIn(cmd *exec.Cmd) result {
@@ -131,12 +203,24 @@ func (c *cli) run(args ...string) result { c.t.Helper(); return c.runIn(c.cmd(ar
 func (c *cli) write(name, content string) {
 	c.t.Helper()
 	p := filepath.Join(c.project, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		c.t.Fatal(err)
-	}
+	c.mkdirAll(filepath.Dir(p))
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
+	c.chown(p)
+}
+
+// mkdirAll makes dir and its missing parents, each owned by the user sbx runs as.
+func (c *cli) mkdirAll(dir string) {
+	c.t.Helper()
+	if _, err := os.Stat(dir); err == nil {
+		return
+	}
+	c.mkdirAll(filepath.Dir(dir))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	c.chown(dir)
 }
 
 func (c *cli) containers(name string) []container.Summary {
@@ -402,5 +486,19 @@ func TestCLICreateFlagsAreRemembered(t *testing.T) {
 	r = c.run("ls", "--json", "--filter", "name="+name)
 	if !strings.Contains(r.stdout, `"changedKeys": [`) || !strings.Contains(r.stdout, `"pidsLimit"`) || strings.Contains(r.stdout, `"memory"`) {
 		t.Errorf("ls after a file change: %s", r.stdout)
+	}
+}
+
+// TestCLINonRoot runs sbx as a user in the docker group, not root: the state directory, the
+// agent's socket and the workspace work with that user's permissions.
+func TestCLINonRoot(t *testing.T) {
+	c := newCLIAs(t, nonRootUID)
+	c.write("hello.txt", "hi\n")
+	r := c.run("exec", "--", "sh", "-c", "id -u; cat /workspace/hello.txt")
+	if r.code != 0 || r.stdout != "1000\nhi\n" {
+		t.Fatalf("exec as uid %d: code %d, stdout %q, stderr %s", nonRootUID, r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("rm", "-f"); r.code != 0 {
+		t.Fatalf("rm: %s", r.stderr)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,37 +35,52 @@ const (
 // ToolNames lists every operation the tool policy governs.
 var ToolNames = []string{ToolExec, ToolRead, ToolWrite, ToolBrowser}
 
+// DefaultProtectedPaths are what a rw workspace mounts read-only: files and directories in the
+// project that the user's own tools on the host read and act on (git's hooks and config, editor
+// and agent settings, shell start-up files), after what Claude Code, Anthropic's
+// sandbox-runtime and Codex keep agents from writing. Entries under .git/ apply to every
+// repository in the project.
+var DefaultProtectedPaths = []string{
+	ProjectFileName,
+	".git/hooks", ".git/config", ".git/config.worktree", ".gitmodules",
+	".husky", ".githooks", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml",
+	".vscode", ".idea", ".devcontainer", ".claude", ".claude.json", ".mcp.json", ".cursor",
+	".envrc", ".gitconfig", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".ripgreprc",
+}
+
 func builtinDefaults() Config {
 	tmpfs := func(path string) Tmpfs {
 		return Tmpfs{Path: path, Options: []string{"size=" + DefaultTmpfsSize, "nosuid", "nodev", "noexec"}}
 	}
 	return Config{
-		Mode:         ModeAll,
-		Profile:      images.ProfileSandbox,
-		Workspace:    WorkspaceRO,
-		Workdir:      DefaultWorkdir,
-		User:         DefaultUser,
-		ReadOnlyRoot: true,
-		Tmpfs:        []Tmpfs{tmpfs("/tmp"), tmpfs("/var/tmp"), tmpfs("/run")},
-		Network:      "none",
-		CapDrop:      []string{"ALL"},
-		CapAdd:       []string{},
-		Init:         true,
-		Memory:       1 << 30,
-		MemorySwap:   1 << 30,
-		ShmSize:      64 << 20,
-		CPUs:         1.0,
-		PidsLimit:    256,
-		Ulimits:      map[string]Ulimit{"nofile": {Soft: 4096, Hard: 4096}, "core": {Soft: 0, Hard: 0}},
-		Timeout:      10 * time.Minute,
-		Evict:        EvictPause,
-		Env:          map[string]string{"LANG": "C.UTF-8"},
-		PassEnv:      []string{},
-		Binds:        []Bind{},
-		DNS:          []string{},
-		ExtraHosts:   []string{},
-		Prune:        Prune{IdleHours: 24, MaxAgeDays: 7},
-		Tools:        Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser}},
+		Mode:           ModeAll,
+		Profile:        images.ProfileSandbox,
+		Workspace:      WorkspaceRO,
+		Workdir:        DefaultWorkdir,
+		User:           DefaultUser,
+		ReadOnlyRoot:   true,
+		Tmpfs:          []Tmpfs{tmpfs("/tmp"), tmpfs("/var/tmp"), tmpfs("/run")},
+		Network:        "none",
+		CapDrop:        []string{"ALL"},
+		CapAdd:         []string{},
+		Init:           true,
+		Memory:         1 << 30,
+		MemorySwap:     1 << 30,
+		ShmSize:        64 << 20,
+		CPUs:           1.0,
+		PidsLimit:      256,
+		Ulimits:        map[string]Ulimit{"nofile": {Soft: 4096, Hard: 4096}, "core": {Soft: 0, Hard: 0}},
+		Timeout:        10 * time.Minute,
+		Evict:          EvictPause,
+		Env:            map[string]string{"LANG": "C.UTF-8"},
+		PassEnv:        []string{},
+		Binds:          []Bind{},
+		DNS:            []string{},
+		ExtraHosts:     []string{},
+		Prune:          Prune{IdleHours: 24, MaxAgeDays: 7},
+		Tools:          Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser}},
+		ProtectedPaths: slices.Clone(DefaultProtectedPaths),
+		Limits:         Limits{Memory: 8 << 30, CPUs: 4, PidsLimit: 4096, TmpfsSize: 1 << 30, Timeout: time.Hour},
 	}
 }
 

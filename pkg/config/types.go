@@ -38,6 +38,10 @@ type Config struct {
 	ExtraHosts      []string          `json:"extraHosts"`
 	Prune           Prune             `json:"prune"`
 	Tools           Tools             `json:"tools"`
+	// ProtectedPaths are project paths mounted read-only over a rw workspace.
+	ProtectedPaths []string `json:"protectedPaths"`
+	// Limits are the ceilings for values an untrusted project file may set.
+	Limits Limits `json:"limits"`
 
 	DangerouslyAllowExternalBindSources    bool `json:"dangerouslyAllowExternalBindSources"`
 	DangerouslyAllowReservedTargets        bool `json:"dangerouslyAllowReservedTargets"`
@@ -67,6 +71,16 @@ type Bind struct {
 type Prune struct {
 	IdleHours  int `json:"idleHours"`
 	MaxAgeDays int `json:"maxAgeDays"`
+}
+
+// Limits are the highest resource values an untrusted project file may ask for; above them a
+// value loosens the sandbox and needs the file to be trusted.
+type Limits struct {
+	Memory    int64         `json:"memory"`
+	CPUs      float64       `json:"cpus"`
+	PidsLimit int64         `json:"pidsLimit"`
+	TmpfsSize int64         `json:"tmpfsSize"`
+	Timeout   time.Duration `json:"timeout"`
 }
 
 // Tools is the tool policy: deny wins, a non-empty allow list blocks what it does not match.
