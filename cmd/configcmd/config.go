@@ -43,7 +43,7 @@ func NewCmdInit(f *cmdutil.Factory, runF func(context.Context, *InitOptions) err
 		if err != nil {
 			return "", err
 		}
-		root, _, err := config.FindProjectRoot(wd, f.Global.ProjectDir, nil)
+		root, _, _, err := config.FindProjectRoot(wd, f.Global.ProjectDir, config.Discovery{})
 		return root, err
 	}}
 	cmd := &cobra.Command{

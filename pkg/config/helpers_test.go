@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fixture is a project and a home directory in temp dirs, with the environment and flags
@@ -17,6 +18,8 @@ type fixture struct {
 	name       string
 	configFile string
 	hostCPUs   int
+	// trusted makes the project file, as it is when Resolve runs, one the user trusted.
+	trusted bool
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -80,7 +83,18 @@ func (f *fixture) flag(key string, values ...string) {
 }
 
 func (f *fixture) inputs() Inputs {
+	store := f.store()
+	if f.trusted {
+		data, err := os.ReadFile(filepath.Join(f.root, ProjectFileName))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := store.Trust(filepath.Join(f.root, ProjectFileName), ContentHash(data)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	return Inputs{
+		Trust:       store,
 		Getenv:      func(k string) string { return f.env[k] },
 		HomeDir:     func() (string, error) { return f.home, nil },
 		WorkingDir:  func() (string, error) { return f.root, nil },
@@ -91,6 +105,11 @@ func (f *fixture) inputs() Inputs {
 		GitTopLevel: func(string) (string, bool) { return "", false },
 		FileOwner:   func(string) (int, int, error) { return 1234, 5678, nil },
 	}
+}
+
+// store is the fixture user's trust store.
+func (f *fixture) store() *TrustStore {
+	return &TrustStore{Path: filepath.Join(f.home, ".state", "sbx", "trust.json"), Now: func() time.Time { return time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC) }}
 }
 
 func (f *fixture) resolve() (*Resolved, error) {

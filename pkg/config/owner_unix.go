@@ -19,3 +19,15 @@ func fileOwner(path string) (int, int, error) {
 	}
 	return int(st.Uid), int(st.Gid), nil
 }
+
+func lstatOwnership(path string) (Ownership, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return Ownership{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return Ownership{}, fmt.Errorf("%s: no owner information", path)
+	}
+	return Ownership{UID: int(st.Uid), Mode: fi.Mode()}, nil
+}

@@ -24,6 +24,7 @@ func TestPosture(t *testing.T) {
 	}
 	f.projectFile("mode: non-main\nreadOnlyRoot: false\nnetwork: bridge\nuser: root\ninit: false\nworkspace: rw\ncapAdd: [NET_BIND_SERVICE]\nmemorySwap: 2g\n" +
 		"dangerouslyAllowReservedTargets: true\n")
+	f.trusted = true
 	r = f.mustResolve()
 	for name, want := range map[string]string{
 		"execution": LevelDanger, "read-only root": LevelDanger, "network": LevelWeak, "user": LevelDanger, "init": LevelWeak,

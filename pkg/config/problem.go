@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -22,6 +23,9 @@ type Problem struct {
 	Value    string // already masked when the key names a secret
 	Reason   string
 	Fix      string
+	// Untrusted marks a setting refused only because the project file that loosens with it
+	// is not trusted.
+	Untrusted bool
 }
 
 // String renders the problem on one line: "project:/p/.sbx.yaml:3: memory "8m": below the 16m minimum".
@@ -65,8 +69,11 @@ func (e *ValidationError) Error() string {
 // ExitCode is 125: sbx refuses to act.
 func (e *ValidationError) ExitCode() int { return errs.CodeFailure }
 
-// Hint is the fix of a single problem, or where to see them all.
+// Hint is the fix of a single problem, the way to trust a project file, or where to see them all.
 func (e *ValidationError) Hint() string {
+	if i := slices.IndexFunc(e.Problems, func(p Problem) bool { return p.Untrusted }); i >= 0 {
+		return "review " + e.Problems[i].Source.File + ", then run \"sbx trust\" to let it loosen the sandbox (it shows what it loosens and asks first); or move those settings to your own config"
+	}
 	if len(e.Problems) == 1 && e.Problems[0].Fix != "" {
 		return e.Problems[0].Fix + " (sbx explain shows every key and its source)"
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,10 +34,18 @@ type Inputs struct {
 	Flags      []Setting // the flag layer: only flags the user set
 	HostCPUs   int       // 0 skips the cpus upper bound
 
+	// HostMemory is this machine's memory in bytes; 0 leaves limits.memory's default uncapped.
+	HostMemory int64
+	// Trust holds the project files the user trusted; nil trusts none.
+	Trust *TrustStore
+
 	// GitTopLevel finds the git top-level of a directory; nil walks up for .git.
 	GitTopLevel func(dir string) (string, bool)
 	// FileOwner returns the uid and gid owning a path; nil stats it.
 	FileOwner func(path string) (uid, gid int, err error)
+	// Ownership and UID check who controls a config file discovery finds; nil uses the real ones.
+	Ownership func(path string) (Ownership, error)
+	UID       func() int
 }
 
 // File is a config file Resolve considered.
@@ -61,6 +70,14 @@ type Resolved struct {
 	Files           []File
 	HostCPUs        int
 
+	// Trust says whether the project file may loosen the sandbox.
+	Trust Trust
+	// Loosenings are what the project file gives the sandbox beyond the user's own layers;
+	// each is refused (and among Problems) unless the file is trusted.
+	Loosenings []Loosening
+	// Skipped are the config files discovery passed over because another user controls them.
+	Skipped []Skipped
+
 	// Problems are refusals; any one makes Resolve return a *ValidationError.
 	Problems []Problem
 	// Warnings are worth knowing but refuse nothing.
@@ -70,7 +87,12 @@ type Resolved struct {
 	dockerSocket string
 	bindSpecs    []string // binds as written, parallel to Config.Binds
 	nameSpecific bool     // a config file has a sandboxes: section
+	sections     []string // the sandbox sections of the project file
 }
+
+// ProjectSections lists the names of the project file's sandboxes: sections, whose settings
+// apply only to the sandbox of that name.
+func (r *Resolved) ProjectSections() []string { return r.sections }
 
 // DependsOnName reports whether a config file has sandbox sections, so that another name
 // could resolve differently. Without them, sandboxes of one project created with the same
@@ -119,11 +141,12 @@ func Resolve(in Inputs) (*Resolved, error) {
 	if err != nil {
 		return nil, errs.Failure(fmt.Errorf("finding the working directory: %w", err), "cd into an existing directory")
 	}
-	root, from, err := FindProjectRoot(wd, in.ProjectDir, in.GitTopLevel)
+	root, from, skipped, err := FindProjectRoot(wd, in.ProjectDir, Discovery{GitTopLevel: in.GitTopLevel, Ownership: in.Ownership, UID: in.UID})
 	if err != nil {
 		return nil, errs.Usagef("finding the project root: %w", err).WithHint("pass --project with an existing directory")
 	}
-	r := &Resolved{Name: in.Name, ProjectRoot: root, ProjectRootFrom: from, WorkingDir: wd, HostCPUs: in.HostCPUs}
+	r := &Resolved{Name: in.Name, ProjectRoot: root, ProjectRootFrom: from, WorkingDir: wd, HostCPUs: in.HostCPUs,
+		Skipped: skipped, Trust: Trust{State: TrustNone}}
 	if r.Name == "" {
 		r.Name, r.IsDefaultName = DefaultName(root), true
 	} else if err := ValidName(r.Name); err != nil {
@@ -144,8 +167,9 @@ func Resolve(in Inputs) (*Resolved, error) {
 
 	var layers [][]entry
 	var problems []Problem
+	projectLayer := -1
 	load := func(layer, path string, required bool) {
-		data, err := os.ReadFile(path)
+		data, err := readConfigFile(path)
 		r.Files = append(r.Files, File{Layer: layer, Path: path, Found: err == nil})
 		src := Source{Layer: layer, File: path}
 		switch {
@@ -155,18 +179,26 @@ func Resolve(in Inputs) (*Resolved, error) {
 			problems = append(problems, Problem{Source: src, Reason: "config file not found", Fix: "check the path given to --config"})
 			return
 		case err != nil:
-			problems = append(problems, Problem{Source: src, Reason: "cannot read the config file: " + unwrapPathError(err), Fix: "make it a readable file"})
+			problems = append(problems, Problem{Source: src, Reason: "cannot read the config file: " + unwrapPathError(err), Fix: "make it a readable file of at most " + FormatSize(maxConfigFile)})
 			return
 		}
 		res := parseFile(src, data, r.Name)
 		r.nameSpecific = r.nameSpecific || res.sections
+		if layer == LayerProject {
+			r.Trust = trustOf(in.Trust, path, data)
+			r.sections = res.sectionNames
+			projectLayer = len(layers)
+		}
 		layers = append(layers, res.entries)
 		problems = append(problems, res.problems...)
 	}
 	if p := UserConfigPath(getenv, r.home); p != "" {
 		load(LayerUser, p, false)
 	}
-	load(LayerProject, filepath.Join(root, ProjectFileName), false)
+	// A file discovery passed over stays unread even when its directory became the root.
+	if p := filepath.Join(root, ProjectFileName); !slices.ContainsFunc(skipped, func(s Skipped) bool { return s.Path == p }) {
+		load(LayerProject, p, false)
+	}
 	if in.ConfigFile != "" {
 		p := in.ConfigFile
 		if !filepath.IsAbs(p) {
@@ -179,6 +211,47 @@ func Resolve(in Inputs) (*Resolved, error) {
 	layers = append(layers, envEntries, flagEntries)
 	problems = append(append(problems, envProblems...), flagProblems...)
 
+	r.build(layers, in.FileOwner, in.HostMemory)
+	if projectLayer >= 0 {
+		base := &Resolved{Name: r.Name, ProjectRoot: r.ProjectRoot, HostCPUs: r.HostCPUs, home: r.home}
+		base.build(slices.Delete(slices.Clone(layers), projectLayer, projectLayer+1), in.FileOwner, in.HostMemory)
+		r.Loosenings = loosenings(base, r)
+		if !r.Trust.Trusted() {
+			problems = append(problems, r.Trust.refusals(r.Loosenings)...)
+		}
+	}
+
+	refused, warnings := Validate(r)
+	r.Problems = append(problems, refused...)
+	r.Warnings = append(r.Warnings, warnings...)
+	for i := range r.Problems {
+		r.Problems[i].Severity = SeverityError
+	}
+	return r, r.Err()
+}
+
+// maxConfigFile bounds a config file: a project's is written by whoever wrote the repository.
+const maxConfigFile = 1 << 20
+
+func readConfigFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigFile {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("larger than %s", FormatSize(maxConfigFile))}
+	}
+	return data, nil
+}
+
+// build layers the profile and layers over the built-in defaults and derives what depends on
+// other values.
+func (r *Resolved) build(layers [][]entry, owner func(string) (int, int, error), hostMemory int64) {
 	st := newState()
 	profile := st.c.Profile
 	for _, l := range layers {
@@ -195,16 +268,22 @@ func Resolve(in Inputs) (*Resolved, error) {
 		st.applyAll(l)
 	}
 	r.Config, r.Sources, r.bindSpecs = st.c, st.src, st.bindSpecs
-	r.derive(in.FileOwner)
+	r.derive(owner, hostMemory)
 	r.normalise()
+}
 
-	refused, warnings := Validate(r)
-	r.Problems = append(problems, refused...)
-	r.Warnings = append(r.Warnings, warnings...)
-	for i := range r.Problems {
-		r.Problems[i].Severity = SeverityError
+// loosenings judges every key of full against base, the same configuration without the
+// project file.
+func loosenings(base, full *Resolved) []Loosening {
+	j := &judge{base: base, full: full, file: full.Trust.File,
+		fromFile: func(s Source) bool { return s.Layer == LayerProject }}
+	if src := full.Sources["profile"]; src.Layer == LayerProject {
+		j.profile = &src
 	}
-	return r, r.Err()
+	for _, k := range registry {
+		looseningRules[k.name](j)
+	}
+	return j.out
 }
 
 func environmentLayer(getenv func(string) string) ([]entry, []Problem) {
@@ -267,8 +346,17 @@ func flagLayer(settings []Setting) ([]entry, []Problem) {
 
 // derive fills the defaults that depend on other values: the profile's image, swap equal to
 // memory, and in rw mode the project root's owner as the user (never root implicitly).
-func (r *Resolved) derive(owner func(string) (int, int, error)) {
+func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64) {
 	c := &r.Config
+	// The ceilings' defaults never exceed the machine.
+	if r.Sources["limits.memory"].IsDefault() && hostMemory > 0 && c.Limits.Memory > hostMemory {
+		c.Limits.Memory = hostMemory
+		r.Sources["limits.memory"] = Source{Layer: LayerDefault, Note: "this machine's memory"}
+	}
+	if r.Sources["limits.cpus"].IsDefault() && r.HostCPUs > 0 && c.Limits.CPUs > float64(r.HostCPUs) {
+		c.Limits.CPUs = float64(r.HostCPUs)
+		r.Sources["limits.cpus"] = Source{Layer: LayerDefault, Note: "this machine's CPUs"}
+	}
 	if r.Sources["memorySwap"].IsDefault() {
 		c.MemorySwap = c.Memory
 		r.Sources["memorySwap"] = Source{Layer: LayerDefault, Note: "same as memory"}

@@ -207,6 +207,9 @@ func TestResolveLayers(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(f)
 			}
+			// Layering is the same for any file; what an untrusted one may say is TestLoosening's.
+			_, err := os.Stat(filepath.Join(f.root, ProjectFileName))
+			f.trusted = err == nil
 			r := f.mustResolve()
 			for _, c := range tt.checks {
 				want := strings.NewReplacer("~", f.home, "@", f.root).Replace(c.source)
@@ -311,20 +314,20 @@ func TestFindProjectRoot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, from, err := FindProjectRoot(tt.wd, tt.project, nil)
+			got, from, _, err := FindProjectRoot(tt.wd, tt.project, Discovery{})
 			if err != nil || got != tt.want || from != tt.from {
 				t.Errorf("got %s from %s (%v), want %s from %s", got, from, err, tt.want, tt.from)
 			}
 		})
 	}
-	if _, _, err := FindProjectRoot(plain, "missing", nil); err == nil {
+	if _, _, _, err := FindProjectRoot(plain, "missing", Discovery{}); err == nil {
 		t.Error("a missing --project dir is accepted")
 	}
 	link := filepath.Join(base, "link")
 	if err := os.Symlink(plain, link); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _ := FindProjectRoot(link, "", nil); got != plain {
+	if got, _, _, _ := FindProjectRoot(link, "", Discovery{}); got != plain {
 		t.Errorf("root through a symlink = %s, want %s", got, plain)
 	}
 }
@@ -382,6 +385,7 @@ func TestValidName(t *testing.T) {
 func TestProfileHomeBelongsToTheSandboxUser(t *testing.T) {
 	f := newFixture(t)
 	f.write(".sbx.yaml", "profile: common\nworkspace: rw\n")
+	f.trusted = true
 	r := f.mustResolve()
 	if r.Config.User != "1234:5678" {
 		t.Fatalf("user %q, want the project owner 1234:5678", r.Config.User)

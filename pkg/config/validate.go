@@ -55,6 +55,8 @@ func Validate(r *Resolved) (refused, warnings []Problem) {
 	v.securityProfiles()
 	v.lists()
 	v.tools()
+	v.protectedEntries()
+	v.ceilings()
 	return v.refused, v.warnings
 }
 
@@ -483,6 +485,35 @@ func (v *validator) tools() {
 				v.warn(key, pat, "matches no tool", fix)
 			}
 		}
+	}
+}
+
+func (v *validator) protectedEntries() {
+	for i, p := range v.c.ProtectedPaths {
+		if clean := path.Clean(p); p == "" || path.IsAbs(p) || clean != p || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
+			v.refuse(fmt.Sprintf("protectedPaths[%d]", i), p, "not a clean path inside the project, relative to its root",
+				"write paths such as .git/hooks or .vscode")
+		}
+	}
+}
+
+// ceilings refuses limits that would refuse every value, so a typo cannot look like a policy.
+func (v *validator) ceilings() {
+	l := v.c.Limits
+	if l.Memory < MinMemory {
+		v.refuse("limits.memory", FormatSize(l.Memory), "below the minimum memory of "+FormatSize(MinMemory), "set limits.memory such as 8g")
+	}
+	if l.CPUs < 0.01 {
+		v.refuse("limits.cpus", formatFloat(l.CPUs), "must be at least 0.01", "set limits.cpus such as 2")
+	}
+	if l.PidsLimit < MinPidsLimit {
+		v.refuse("limits.pidsLimit", formatInt(l.PidsLimit), fmt.Sprintf("below the minimum pidsLimit of %d", MinPidsLimit), "set limits.pidsLimit such as 4096")
+	}
+	if l.TmpfsSize <= 0 {
+		v.refuse("limits.tmpfsSize", FormatSize(l.TmpfsSize), "must be more than 0", "set limits.tmpfsSize such as 1g")
+	}
+	if l.Timeout <= 0 {
+		v.refuse("limits.timeout", FormatDuration(l.Timeout), "must be more than 0", "set limits.timeout such as 1h")
 	}
 }
 

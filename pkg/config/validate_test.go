@@ -185,6 +185,9 @@ func TestValidationAccepts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t)
 			tt.setup(f)
+			// What validation accepts, a project file may say once the user trusts it.
+			_, err := os.Stat(filepath.Join(f.root, ProjectFileName))
+			f.trusted = err == nil
 			if _, err := f.resolve(); err != nil {
 				t.Fatalf("refused: %v", err)
 			}
@@ -195,6 +198,7 @@ func TestValidationAccepts(t *testing.T) {
 func TestValidationWarnings(t *testing.T) {
 	f := newFixture(t)
 	f.projectFile("image: example/thing:1\ntools:\n  allow: [exce, 'r*']\n")
+	f.trusted = true
 	r := f.mustResolve()
 	var got []string
 	for _, w := range r.Warnings {
@@ -243,6 +247,7 @@ func TestValidationErrorFormat(t *testing.T) {
 		t.Errorf("code %d hint %q", verr.ExitCode(), verr.Hint())
 	}
 	f.projectFile("memory: 8m\nnetwork: host\n")
+	f.trusted = true
 	_, err = f.resolve()
 	for _, want := range []string{"config refused (2 problems):", "\n  project:" + f.root + "/.sbx.yaml:2: network \"host\"", "\n    fix: use none"} {
 		if !strings.Contains(err.Error(), want) {

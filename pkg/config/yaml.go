@@ -34,6 +34,8 @@ type fileResult struct {
 	// sections is true when the file has a sandboxes: key, so what it says depends on the
 	// sandbox's name.
 	sections bool
+	// sectionNames are the names of its sandboxes: sections.
+	sectionNames []string
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -86,11 +88,12 @@ type fileParser struct {
 	section  []entry
 	problems []Problem
 	// hasSections is set by a sandboxes: key.
-	hasSections bool
+	hasSections  bool
+	sectionNames []string
 }
 
 func (p *fileParser) result() fileResult {
-	return fileResult{entries: append(p.top, p.section...), problems: p.problems, sections: p.hasSections}
+	return fileResult{entries: append(p.top, p.section...), problems: p.problems, sections: p.hasSections, sectionNames: p.sectionNames}
 }
 
 func (p *fileParser) problem(n *yaml.Node, key, value, reason, fix string) {
@@ -173,6 +176,7 @@ func (p *fileParser) sections(n *yaml.Node) {
 			continue
 		}
 		seen[kn.Value] = true
+		p.sectionNames = append(p.sectionNames, kn.Value)
 		if isNull(vn) {
 			continue
 		}
