@@ -26,6 +26,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/sh"
 	"github.com/sbx-sandbox/sbx/cmd/stats"
 	"github.com/sbx-sandbox/sbx/cmd/stop"
+	"github.com/sbx-sandbox/sbx/cmd/trust"
 	"github.com/sbx-sandbox/sbx/cmd/version"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
 )
@@ -78,6 +79,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		run.NewCmdRun(f, nil),
 		ps.NewCmdPs(f, nil),
 		logs.NewCmdLogs(f, nil),
+		trust.NewCmdTrust(f, nil),
 		kill.NewCmdKill(f, nil),
 		mcp.NewCmdMCP(f, nil),
 		pause.NewCmdPause(f, nil),

@@ -94,6 +94,12 @@ func newEnv(t *testing.T, projectFile string, eng sandbox.Engine) *env {
 	ios, _, out, errOut := iostreams.Test()
 	f := cmdutil.TestFactory(ios, map[string]string{}, t.TempDir(), project, time.Now(), eng)
 	f.Global.ProjectDir = project
+	if projectFile != "" {
+		// The browser tool and its network are the user's choice here.
+		if err := cmdutil.TrustFile(f, filepath.Join(project, ".sbx.yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if eng == nil {
 		f.Engine = func(context.Context) (sandbox.Engine, error) {
 			t.Error("the engine was dialled")

@@ -1,6 +1,8 @@
 package cmdutil
 
 import (
+	"fmt"
+	"path/filepath"
 	"runtime"
 
 	"github.com/spf13/pflag"
@@ -81,12 +83,26 @@ func ConfigInputs(f *Factory, name string, flags ...config.Setting) config.Input
 		Name:       name,
 		Flags:      flags,
 		HostCPUs:   runtime.NumCPU(),
+		HostMemory: hostMemory(),
+		Trust:      TrustStore(f),
 	}
+}
+
+// TrustStore is the user's record of trusted project files, in sbx's state directory.
+func TrustStore(f *Factory) *config.TrustStore {
+	return &config.TrustStore{Path: filepath.Join(StateDir(f), "trust.json"), Now: f.Now}
 }
 
 // ResolveConfig resolves the config of sandbox name ("" for the project's default) with the
 // given flag layer. It reads files and the environment only; it never dials the engine. On a
-// refused setting it returns the Resolved along with a *config.ValidationError.
+// refused setting it returns the Resolved along with a *config.ValidationError. A config file
+// that discovery passed over because another user controls it is named on stderr.
 func ResolveConfig(f *Factory, name string, flags ...config.Setting) (*config.Resolved, error) {
-	return config.Resolve(ConfigInputs(f, name, flags...))
+	r, err := config.Resolve(ConfigInputs(f, name, flags...))
+	if r != nil {
+		for _, s := range r.Skipped {
+			fmt.Fprintf(f.IOStreams.ErrOut, "warning: %s\n", SafeText(s.String()))
+		}
+	}
+	return r, err
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -26,4 +27,15 @@ func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd strin
 		},
 		Engine: func(context.Context) (sandbox.Engine, error) { return eng, nil },
 	}
+}
+
+// TrustFile records the project file at path, as it is now, as one f's user trusted, as
+// "sbx trust --yes" does.
+func TrustFile(f *Factory, path string) error {
+	sum, err := config.FileHash(path)
+	if err != nil {
+		return err
+	}
+	_, err = TrustStore(f).Trust(path, sum)
+	return err
 }

@@ -186,6 +186,9 @@ func resolved(t *testing.T, projectFile string) *config.Resolved {
 	}
 	ios, _, _, _ := iostreams.Test()
 	f := cmdutil.TestFactory(ios, nil, t.TempDir(), project, time.Now(), nil)
+	if err := cmdutil.TrustFile(f, filepath.Join(project, config.ProjectFileName)); err != nil {
+		t.Fatal(err)
+	}
 	r, err := cmdutil.ResolveConfig(f, "")
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func TestConfigChecks(t *testing.T) {
 	if err := os.WriteFile(userFile, []byte("memory: 2g\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, config.ProjectFileName), []byte("memroy: 2g\nnetwork: host\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, config.ProjectFileName), []byte("memroy: 2g\nmemory: 8m\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	checks = configChecks(opts)

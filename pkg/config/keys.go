@@ -34,6 +34,8 @@ type keyDef struct {
 	field func(c *Config) any
 	// defDoc describes the default where the value itself would mislead ("from profile").
 	defDoc string
+	// rows makes explain show a list one element a row, as it is too long for one.
+	rows bool
 }
 
 var registry = []*keyDef{
@@ -137,7 +139,7 @@ var registry = []*keyDef{
 	{name: "tools.deny", kind: kStrings,
 		doc:   "tools denied, * globs; deny wins over allow",
 		field: func(c *Config) any { return &c.Tools.Deny }},
-	{name: "protectedPaths", kind: kStrings,
+	{name: "protectedPaths", kind: kStrings, rows: true,
 		doc:   "in a rw workspace, project paths (relative to its root) mounted read-only because tools on the host obey them; entries under .git/ apply to every repository in the project; an untrusted project file can only add to the list",
 		field: func(c *Config) any { return &c.ProtectedPaths }},
 	{name: "limits.memory", kind: kSize, env: "SBX_LIMITS_MEMORY", defDoc: "8g, at most this machine's memory",

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -20,6 +21,17 @@ type Loosening struct {
 	Source Source `json:"-"`
 	// Allows says what the setting would let the sandbox do, or let sbx do on the host.
 	Allows string `json:"allows"`
+}
+
+// MarshalJSON adds where the file sets it: "source" as explain shows sources, and "line".
+func (l Loosening) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Key    string `json:"key"`
+		Value  string `json:"value"`
+		Source string `json:"source"`
+		Line   int    `json:"line"`
+		Allows string `json:"allows"`
+	}{l.Key, l.Value, l.Source.String(), l.Source.Line, l.Allows})
 }
 
 // String renders the loosening for a person: "project:/p/.sbx.yaml:3: network "bridge": ...".

@@ -122,6 +122,25 @@ func Posture(r *Resolved) []PostureItem {
 	default:
 		add("runtime", "runtime", LevelOK, rt, "")
 	}
+	if len(c.PassEnv) == 0 {
+		add("host variables", "passEnv", LevelOK, "none of your environment reaches commands", "")
+	} else {
+		add("host variables", "passEnv", LevelWeak, "every command gets "+strings.Join(c.PassEnv, ", ")+" from your environment",
+			"code can read those values and send them wherever it can reach")
+	}
+	switch t := r.Trust; t.State {
+	case TrustNone:
+		add("project file", "", LevelOK, "none", "")
+	case TrustTrusted:
+		if n := len(r.Loosenings); n > 0 {
+			add("project file", "", LevelWeak, fmt.Sprintf("%s, trusted: it loosens %d %s", t.File, n, plural(n, "setting")),
+				"its author chose them; \"sbx trust --revoke\" takes them back")
+		} else {
+			add("project file", "", LevelOK, t.File+", trusted; it loosens nothing", "")
+		}
+	default:
+		add("project file", "", LevelOK, t.File+", "+t.State+": it may only tighten the sandbox", "")
+	}
 	for _, s := range breakGlass(c) {
 		add("break-glass", s.key, LevelDanger, s.key+" is on", s.unlocks)
 	}
@@ -181,13 +200,20 @@ func (r *Resolved) Entries() []Entry {
 				row(k.name, "{}")
 			}
 			out = append(out, rows...)
-		case kTmpfs, kBinds:
+		case kTmpfs, kBinds, kStrings:
+			if k.kind == kStrings && !k.rows {
+				out = append(out, Entry{Key: k.name, Value: formatValue(k, ptr), Source: r.Sources[k.name]})
+				continue
+			}
 			var items []string
-			if k.kind == kTmpfs {
+			switch k.kind {
+			case kStrings:
+				items = *ptr.(*[]string)
+			case kTmpfs:
 				for _, t := range c.Tmpfs {
 					items = append(items, t.String())
 				}
-			} else {
+			case kBinds:
 				for _, b := range c.Binds {
 					items = append(items, b.String())
 				}
@@ -220,4 +246,11 @@ func (r *Resolved) mapRows(prefix string, m map[string]string) []Entry {
 		out = append(out, Entry{Key: prefix + name, Value: v, Source: r.Sources[prefix+name]})
 	}
 	return out
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

@@ -446,7 +446,7 @@ func newState() *state {
 	for name := range st.c.Ulimits {
 		st.src["ulimits."+name] = def
 	}
-	for _, k := range []string{"capDrop", "tools.allow", "tools.deny"} {
+	for _, k := range []string{"capDrop", "tools.allow", "tools.deny", "protectedPaths"} {
 		for i := range *lookupKey(k).field(&st.c).(*[]string) {
 			st.src[fmt.Sprintf("%s[%d]", k, i)] = def
 		}

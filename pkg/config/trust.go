@@ -213,3 +213,12 @@ func (t Trust) refusals(ls []Loosening) []Problem {
 	}
 	return out
 }
+
+// FileHash is ContentHash of the config file at path, read as Resolve reads it.
+func FileHash(path string) (string, error) {
+	data, err := readConfigFile(path)
+	if err != nil {
+		return "", err
+	}
+	return ContentHash(data), nil
+}

@@ -38,6 +38,8 @@ type Options struct {
 type Report struct {
 	Sandbox  Sandbox          `json:"sandbox"`
 	Files    []config.File    `json:"files"`
+	Trust    Trust            `json:"trust"`
+	Skipped  []config.Skipped `json:"skipped"`
 	Settings []Setting        `json:"settings"`
 	Posture  []Posture        `json:"posture"`
 	Valid    bool             `json:"valid"`
@@ -60,6 +62,13 @@ type Sandbox struct {
 	Execs      string `json:"execs"`
 	Mode       string `json:"mode"`
 	ModeSource string `json:"modeSource"`
+}
+
+// Trust is whether the project file may loosen the sandbox, and what it loosens: refused while
+// it is untrusted, in effect once the user trusted it.
+type Trust struct {
+	config.Trust
+	Loosenings []config.Loosening `json:"loosenings"`
 }
 
 // Setting is one key's value and where it came from. Elements of lists and maps
@@ -133,6 +142,8 @@ func Build(r *config.Resolved, opts Options) Report {
 			ProjectRoot: r.ProjectRoot, ProjectRootFrom: r.ProjectRootFrom, Execs: "sandbox",
 			Mode: c.Mode, ModeSource: r.Sources["mode"].String()},
 		Files:    r.Files,
+		Trust:    Trust{Trust: r.Trust, Loosenings: r.Loosenings},
+		Skipped:  r.Skipped,
 		Valid:    len(r.Problems) == 0,
 		Problems: problems(r.Problems),
 		Warnings: problems(r.Warnings),
@@ -143,6 +154,12 @@ func Build(r *config.Resolved, opts Options) Report {
 	}
 	if rep.Files == nil {
 		rep.Files = []config.File{}
+	}
+	if rep.Skipped == nil {
+		rep.Skipped = []config.Skipped{}
+	}
+	if rep.Trust.Loosenings == nil {
+		rep.Trust.Loosenings = []config.Loosening{}
 	}
 	keys := map[string]config.KeyInfo{}
 	for _, k := range config.Keys() {

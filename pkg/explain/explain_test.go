@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 )
@@ -26,6 +27,7 @@ type scenario struct {
 	env     map[string]string // environment
 	flags   []config.Setting
 	opts    Options
+	trusted bool // the user trusted the project file
 }
 
 func resolve(t *testing.T, sc scenario) *config.Resolved {
@@ -45,7 +47,19 @@ func resolve(t *testing.T, sc scenario) *config.Resolved {
 			t.Fatal(err)
 		}
 	}
+	store := &config.TrustStore{Path: filepath.Join(home, "trust.json"), Now: func() time.Time { return time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC) }}
+	if sc.trusted {
+		file := filepath.Join(root, config.ProjectFileName)
+		sum, err := config.FileHash(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Trust(file, sum); err != nil {
+			t.Fatal(err)
+		}
+	}
 	r, err := config.Resolve(config.Inputs{
+		Trust:       store,
 		Getenv:      func(k string) string { return sc.env[k] },
 		HomeDir:     func() (string, error) { return home, nil },
 		WorkingDir:  func() (string, error) { return root, nil },
@@ -71,6 +85,14 @@ func relocate(r *config.Resolved, rep *strings.Replacer) {
 	for k, s := range r.Sources {
 		s.File = rep.Replace(s.File)
 		r.Sources[k] = s
+	}
+	if r.Trust.File != "" {
+		// The content holds the temp path, so its hash changes from run to run.
+		r.Trust.File, r.Trust.SHA256 = rep.Replace(r.Trust.File), strings.Repeat("5b", 32)
+	}
+	for i := range r.Loosenings {
+		l := &r.Loosenings[i]
+		l.Source.File, l.Value, l.Allows = rep.Replace(l.Source.File), rep.Replace(l.Value), rep.Replace(l.Allows)
 	}
 	for i := range r.Config.Binds {
 		r.Config.Binds[i].Source = rep.Replace(r.Config.Binds[i].Source)
@@ -104,7 +126,9 @@ tools:
 		flags: []config.Setting{{Key: "cpus", Values: []string{"2"}, Source: config.Source{Layer: config.LayerFlag, Name: "--cpus"}}},
 		opts: Options{Tool: "browser", Live: &Live{Reachable: true, Exists: true, Running: true, Status: "Up 3 minutes",
 			DifferingKeys: []string{"memory", "network"}, ApplyCommand: "sbx create --replace"}},
+		trusted: true,
 	},
+	"untrusted":   {project: "network: bridge\nmemory: 4g\npassEnv: [GITHUB_TOKEN]\nprofile: browser\n"},
 	"unreachable": {opts: Options{Live: &Live{Error: "cannot reach the Docker engine at unix:///var/run/docker.sock"}}},
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/lipgloss/table"
@@ -33,6 +34,7 @@ func WriteText(w io.Writer, rep Report, opts TextOptions) error {
 	p := newPrinter(w, opts)
 	p.sandbox(rep)
 	p.files(rep.Files)
+	p.trust(rep)
 	p.settings(rep.Settings)
 	p.posture(rep.Posture)
 	p.problems(rep)
@@ -169,6 +171,47 @@ func (p *printer) files(files []config.File) {
 			state = "found"
 		}
 		rows = append(rows, []string{f.Layer, f.Path, state})
+	}
+	p.rows(rows)
+}
+
+// trust says whether the project file is trusted and lists what it loosens. Its values are
+// written by the file's author, so they are quoted.
+func (p *printer) trust(rep Report) {
+	for _, s := range rep.Skipped {
+		p.line("  " + p.level(config.SeverityWarning) + " " + s.String())
+	}
+	t := rep.Trust
+	if t.State == config.TrustNone {
+		return
+	}
+	p.line("")
+	p.heading("Trust of the project file")
+	var state string
+	switch t.State {
+	case config.TrustTrusted:
+		state = "trusted on " + t.TrustedAt.Format(time.DateOnly) + ": what it loosens is in effect (sbx trust --revoke takes it back)"
+	case config.TrustChanged:
+		state = "changed since you trusted it on " + t.TrustedAt.Format(time.DateOnly) + ": it may only tighten again; sbx trust reviews it"
+	default:
+		state = "not trusted: it may only tighten the sandbox; sbx trust reviews it"
+	}
+	p.rows([][]string{{"file", t.File}, {"sha256", t.SHA256}, {"state", state}})
+	if t.Error != "" {
+		p.line("  " + p.level(config.SeverityWarning) + " " + t.Error)
+	}
+	if len(t.Loosenings) == 0 {
+		p.line("  it loosens nothing")
+		return
+	}
+	verb := "refused"
+	if t.State == config.TrustTrusted {
+		verb = "in effect"
+	}
+	p.line(fmt.Sprintf("  it loosens (%s):", verb))
+	rows := make([][]string, 0, len(t.Loosenings))
+	for _, l := range t.Loosenings {
+		rows = append(rows, []string{fmt.Sprintf("line %d", l.Source.Line), fmt.Sprintf("%s %q", l.Key, l.Value), l.Allows})
 	}
 	p.rows(rows)
 }

@@ -280,9 +280,9 @@ type deadEngineCommand struct {
 	says, hint string
 }
 
-// engineFreeCommands never talk to the engine, or (mcp) serve a protocol that reports an
+// engineFreeCommands never talk to the engine (trust reads files only), or (mcp) serve a protocol that reports an
 // engine failure in the answer to each tool call rather than by exiting.
-var engineFreeCommands = []string{"completion", "config", "help", "mcp"}
+var engineFreeCommands = []string{"completion", "config", "help", "mcp", "trust"}
 
 // deadEngineCommands lists every command that talks to the engine and what it must do
 // when the engine is gone: 125 and the hint, except doctor, which reports a failed check
