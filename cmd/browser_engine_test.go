@@ -105,6 +105,7 @@ func TestCLIBrowserHeadless(t *testing.T) {
 	c := newCLI(t)
 	currentBrowserImage(t, c.eng)
 	c.write(".sbx.yaml", allowBrowser)
+	c.trust()
 	name := cliRun + "-chrome"
 	r := c.run("browser", "-n", name, "--headless", "--json")
 	if r.code != 0 {
@@ -156,6 +157,7 @@ func TestCLIBrowserDesktop(t *testing.T) {
 	c := newCLI(t)
 	currentBrowserImage(t, c.eng)
 	c.write(".sbx.yaml", allowBrowser)
+	c.trust()
 	r := c.run("browser")
 	if r.code != 0 {
 		t.Fatalf("sbx browser: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
@@ -203,6 +205,7 @@ func TestCLIBrowserDesktop(t *testing.T) {
 func TestCLICommonGoRun(t *testing.T) {
 	c := newCLI(t)
 	c.write(".sbx.yaml", "profile: common\nworkspace: rw\n")
+	c.trust()
 	c.write("go.mod", "module example.com/hello\n\ngo 1.19\n")
 	c.write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\") }\n")
 	// As root, hand the project to uid 1000, as a developer's own checkout would be; sbx

@@ -210,6 +210,14 @@ func (c *cli) write(name, content string) {
 	c.chown(p)
 }
 
+// trust trusts the project's .sbx.yaml as it is now, as a user does after reviewing it.
+func (c *cli) trust() {
+	c.t.Helper()
+	if r := c.run("trust", "--yes"); r.code != 0 {
+		c.t.Fatalf("sbx trust --yes: exit %d, %s", r.code, r.stderr)
+	}
+}
+
 // mkdirAll makes dir and its missing parents, each owned by the user sbx runs as.
 func (c *cli) mkdirAll(dir string) {
 	c.t.Helper()

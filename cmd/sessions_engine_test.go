@@ -230,6 +230,7 @@ func TestCLIPauseResume(t *testing.T) {
 func TestCLIMaxRunningRace(t *testing.T) {
 	c := newCLI(t)
 	c.write(".sbx.yaml", "maxRunning: 3\n")
+	c.trust()
 	prefix := cliRun + "-cap"
 	ctx, stop := context.WithCancel(context.Background())
 	peak := make(chan int)

@@ -226,6 +226,7 @@ func TestFaultEngineRestarted(t *testing.T) {
 	e.loadImage(baseImage)
 	s := newSBXOn(t, e.cli, e.host)
 	s.write(".sbx.yaml", "image: "+baseImage+"\n")
+	s.trust()
 	names := []string{sandboxName("restart-a"), sandboxName("restart-b")}
 	for _, n := range names {
 		if r := s.run("exec", "-n", n, "--", "echo", "ok"); r.code != 0 || r.stdout != "ok\n" {

@@ -191,6 +191,14 @@ func (s *sbx) write(rel, content string) {
 	}
 }
 
+// trust trusts the project's .sbx.yaml as it is now, as a user does after reviewing it.
+func (s *sbx) trust() {
+	s.t.Helper()
+	if r := s.run("trust", "--yes"); r.code != 0 {
+		s.t.Fatalf("sbx trust --yes: %s", r)
+	}
+}
+
 // containers lists the containers of sandbox name, running or not.
 func (s *sbx) containers(name string) []container.Summary {
 	s.t.Helper()

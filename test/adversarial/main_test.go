@@ -113,7 +113,8 @@ var (
 	configGroup  = &group{name: "hostile configuration"}
 	filesGroup   = &group{name: "hostile files"}
 	faultsGroup  = &group{name: "load and faults"}
-	groups       = []*group{probesGroup, abuseGroup, configGroup, filesGroup, faultsGroup}
+	trustGroup   = &group{name: "untrusted project files"}
+	groups       = []*group{probesGroup, abuseGroup, configGroup, filesGroup, faultsGroup, trustGroup}
 	cannotPrefix = "cannot run here: "
 )
 
