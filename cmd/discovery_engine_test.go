@@ -1,0 +1,74 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// otherUID owns the file another local user plants in a shared directory.
+const otherUID = 4343
+
+// A .sbx.yaml another user planted in a shared (1777) directory configures nothing below it:
+// discovery skips it with a warning naming its owner, and a project of the user's own below
+// it keeps working, with its own file.
+func TestCLIDiscoverySkipsPlantedFile(t *testing.T) {
+	for _, as := range []struct {
+		name string
+		cli  func(t *testing.T) *cli
+	}{{"root", newCLI}, {"non-root", func(t *testing.T) *cli { return newCLIAs(t, nonRootUID) }}} {
+		t.Run(as.name, func(t *testing.T) {
+			c := as.cli(t)
+			shared := filepath.Join(c.project, "shared")
+			if err := os.Mkdir(shared, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(shared, 0o1777); err != nil {
+				t.Fatal(err)
+			}
+			planted := filepath.Join(shared, ".sbx.yaml")
+			// Were it read, it would stop every command: exec is a denied tool.
+			if err := os.WriteFile(planted, []byte("tools:\n  deny: [exec]\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(planted, otherUID, otherUID); err != nil {
+				t.Fatal(err)
+			}
+			mine := filepath.Join(shared, "me", "proj")
+			c.mkdirAll(mine)
+			c.write("shared/me/proj/.sbx.yaml", "memory: 512m\n")
+			warning := "warning: ignoring " + planted + ": it is owned by uid 4343; a file another user controls never configures your sandboxes"
+
+			cmd := c.cmd("exec", "--", "sh", "-c", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
+			cmd.Dir = mine
+			r := c.runIn(cmd)
+			// Discovery stops at the user's own file before it reaches the planted one.
+			if r.code != 0 || r.stdout != "536870912\n" || strings.Contains(r.stderr, "warning") {
+				t.Errorf("exec in my own nested project: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+			}
+			// A directory below the planted file without a project file of its own: the planted
+			// file would be the nearest.
+			other := filepath.Join(shared, "me", "scratch")
+			c.mkdirAll(other)
+			cmd = c.cmd("explain", "--json")
+			cmd.Dir = other
+			if r := c.runIn(cmd); r.code != 0 || !strings.Contains(r.stdout, `"projectRoot": "`+other+`"`) ||
+				!strings.Contains(r.stdout, `"reason": "it is owned by uid 4343"`) || !strings.Contains(r.stderr, warning) {
+				t.Errorf("explain below the planted file: exit %d, stdout %.600s, stderr %s", r.code, r.stdout, r.stderr)
+			}
+			cmd = c.cmd("exec", "--", "echo", "ran")
+			cmd.Dir = other
+			if r := c.runIn(cmd); r.code != 0 || r.stdout != "ran\n" || !strings.Contains(r.stderr, warning) {
+				t.Errorf("exec below the planted file: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+			}
+			for _, dir := range []string{mine, other} {
+				cmd = c.cmd("rm", "-f")
+				cmd.Dir = dir
+				if r := c.runIn(cmd); r.code != 0 {
+					t.Errorf("rm: %s", r.stderr)
+				}
+			}
+		})
+	}
+}
