@@ -1,7 +1,7 @@
 package config
 
 import (
-	"os"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -227,6 +227,18 @@ func TestHugeConfigFileIsRefused(t *testing.T) {
 	}
 }
 
+// In a rw workspace, a seccomp profile kept in the project is protected like .sbx.yaml.
+func TestSeccompProfileInTheProjectIsProtected(t *testing.T) {
+	f := newFixture(t)
+	f.write("sec/profile.json", "{}")
+	f.userFile("seccompProfile: " + f.path("sec/profile.json") + "\nworkspace: rw\n")
+	r := f.mustResolve()
+	n := len(r.Config.ProtectedPaths)
+	if r.Config.ProtectedPaths[n-1] != "sec/profile.json" || r.Sources[fmt.Sprintf("protectedPaths[%d]", n-1)].Note != "the seccomp profile" {
+		t.Errorf("protected %v", r.Config.ProtectedPaths)
+	}
+}
+
 func TestProtectedPathsAreRelative(t *testing.T) {
 	for _, bad := range []string{"/etc", "../x", "a/../../b", ".", "", "a//b"} {
 		f := newFixture(t)
@@ -235,5 +247,4 @@ func TestProtectedPathsAreRelative(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	_ = os.Remove
 }

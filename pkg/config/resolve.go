@@ -398,6 +398,14 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 			c.Binds[i].Source = canonical(c.Binds[i].Source)
 		}
 	}
+	// A seccomp profile kept in the project decides what the sandbox may do next time: a rw
+	// sandbox must not be able to rewrite it.
+	if c.Workspace == WorkspaceRW && filepath.IsAbs(c.SeccompProfile) {
+		if rel, err := filepath.Rel(r.ProjectRoot, canonical(c.SeccompProfile)); err == nil && filepath.IsLocal(rel) && !slices.Contains(c.ProtectedPaths, rel) {
+			c.ProtectedPaths = append(c.ProtectedPaths, filepath.ToSlash(rel))
+			r.Sources[fmt.Sprintf("protectedPaths[%d]", len(c.ProtectedPaths)-1)] = Source{Layer: LayerDefault, Note: "the seccomp profile"}
+		}
+	}
 }
 
 var numericRE = regexp.MustCompile(`^[0-9]+$`)
