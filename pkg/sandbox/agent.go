@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -40,10 +41,11 @@ var AgentVersion = func() string {
 }()
 
 const (
-	// LabelAgent is the version of the agent a sandbox runs; absent when it has none.
+	// LabelAgent is the version of the agent a sandbox runs; empty (or, from an older sbx,
+	// absent) when it has none. Its socket's directory is not a label but always
+	// StateStore.agentDir: older versions labelled it dev.sbx.agent-dir, which sbx no
+	// longer reads, since an image can set it.
 	LabelAgent = "dev.sbx.agent"
-	// LabelAgentDir is the host directory holding the agent's socket.
-	LabelAgentDir = "dev.sbx.agent-dir"
 	// AgentMountPath is where that directory appears inside the sandbox.
 	AgentMountPath = "/run/sbx-agent"
 	agentSocket    = "agent.sock"
@@ -74,8 +76,8 @@ func agentCmd() []string {
 	return []string{"python3", "-I", "-S", "-c", "import os;exec(os.environ.pop('" + agentEnv + "'))", AgentVersion, AgentMountPath}
 }
 
-// agentDir is the host directory for sandbox name's agent socket, or "" when the sandbox
-// gets no agent.
+// agentDir is the host directory for the agent socket of a new sandbox name on image, or ""
+// when the sandbox gets no agent.
 func (m *Manager) agentDir(name, image string) string {
 	if !m.Agents || m.State == nil {
 		return ""
@@ -83,7 +85,17 @@ func (m *Manager) agentDir(name, image string) string {
 	if _, bundled := images.ProfileFor(image); !bundled {
 		return ""
 	}
-	return filepath.Join(m.State.Dir, "agent", name)
+	return m.State.agentDir(name)
+}
+
+// agentDirOf is the host directory of existing sandbox sb's agent socket, or "" when it has
+// no agent. sbx sets LabelAgent on every sandbox, so it says whether there is one; the path
+// comes from the state directory and the sandbox's name.
+func (m *Manager) agentDirOf(sb *Sandbox) string {
+	if m.State == nil || sb.Labels[LabelAgent] == "" || config.ValidName(sb.Name) != nil {
+		return ""
+	}
+	return m.State.agentDir(sb.Name)
 }
 
 // errNoAgent means the command must go through the engine's exec.
@@ -125,7 +137,7 @@ type agentStream struct {
 // startAgent starts cmd through sandbox sb's agent, or returns errNoAgent when it has none
 // that answers.
 func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*agentStream, error) {
-	dir := sb.Labels[LabelAgentDir]
+	dir := m.agentDirOf(sb)
 	if dir == "" || sb.Labels[LabelAgent] != AgentVersion || opts.User != "" {
 		return nil, errNoAgent
 	}
@@ -149,7 +161,7 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 // socket left by its previous run refuses them. An agent that never comes leaves commands
 // to the engine's exec.
 func (m *Manager) waitAgent(ctx context.Context, sb *Sandbox) {
-	dir := sb.Labels[LabelAgentDir]
+	dir := m.agentDirOf(sb)
 	if dir == "" || sb.Labels[LabelAgent] != AgentVersion {
 		return
 	}

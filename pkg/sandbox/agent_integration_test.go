@@ -27,10 +27,10 @@ import (
 func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 	e := newEnv(t, nil)
 	res := e.ensure()
-	dir := res.Sandbox.Labels[sandbox.LabelAgentDir]
-	if dir == "" {
-		t.Fatal("the sandbox has no agent directory label")
+	if res.Sandbox.Labels[sandbox.LabelAgent] == "" {
+		t.Fatal("the sandbox has no agent")
 	}
+	dir := e.agentDir()
 	// A host socket only a followed link could reach: inside the sandbox this path does not exist.
 	bait := filepath.Join(t.TempDir(), "bait.sock")
 	ln, err := net.Listen("unix", bait)
@@ -94,6 +94,9 @@ func TestNoAgentForOtherImages(t *testing.T) {
 	}
 	e.checkTransport(false)
 }
+
+// agentDir is where sbx keeps the agent socket of the env's sandbox.
+func (e *env) agentDir() string { return filepath.Join(e.m.State.Dir, "agent", e.in.Name) }
 
 // buildCustomImage makes tag, a copy of the bundled sandbox image under a name sbx does not
 // know, and removes it when the test ends.
@@ -159,8 +162,8 @@ func TestAgentDuringForkBomb(t *testing.T) {
 // owner on the host cannot write there.
 func TestAgentDirSealedFromInside(t *testing.T) {
 	e := newEnv(t, nil)
-	res := e.ensure()
-	fi, err := os.Stat(res.Sandbox.Labels[sandbox.LabelAgentDir])
+	e.ensure()
+	fi, err := os.Stat(e.agentDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +182,7 @@ func TestAgentDirSealedFromInside(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.checkTransport(true)
-	if fi, err := os.Stat(res.Sandbox.Labels[sandbox.LabelAgentDir]); err != nil || fi.Mode().Perm() != 0o555 {
+	if fi, err := os.Stat(e.agentDir()); err != nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("after a restart: %v %v", fi, err)
 	}
 }

@@ -16,14 +16,19 @@ import (
 )
 
 // startHostAgent runs agent.py on the host, as the engine would run it in a sandbox, and
-// returns a sandbox whose labels point at it.
+// returns a manager and a sandbox whose agent it is.
 func startHostAgent(t *testing.T) (*Manager, *Sandbox) {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("needs python3 on the host to run the agent outside a sandbox")
 	}
-	dir := t.TempDir()
+	m := &Manager{Now: time.Now, State: &StateStore{Dir: t.TempDir(), Now: time.Now}}
+	sb := &Sandbox{Name: "host", Labels: map[string]string{LabelAgent: AgentVersion}}
+	dir := m.agentDirOf(sb)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(py, agentCmd()[1:]...)
 	cmd.Args[len(cmd.Args)-1] = dir
 	cmd.Env = append(os.Environ(), agentEnv+"="+agentSource, "SBX_BASE=from-agent")
@@ -39,8 +44,6 @@ func startHostAgent(t *testing.T) (*Manager, *Sandbox) {
 			t.Logf("agent stderr:\n%s", stderr.String())
 		}
 	})
-	m := &Manager{Now: time.Now}
-	sb := &Sandbox{Name: "host", Labels: map[string]string{LabelAgent: AgentVersion, LabelAgentDir: dir}}
 	m.waitAgent(context.Background(), sb)
 	if _, err := os.Stat(filepath.Join(dir, agentSocket)); err != nil {
 		t.Fatalf("the agent did not come up: %v\n%s", err, stderr.String())
@@ -152,13 +155,16 @@ func TestAgentTTY(t *testing.T) {
 // A socket in the agent directory that is not the agent's (a link, a stale file) is never
 // used: the command falls back to the engine's exec.
 func TestAgentDialRefusesLinks(t *testing.T) {
-	dir := t.TempDir()
+	m := &Manager{Now: time.Now, State: &StateStore{Dir: t.TempDir(), Now: time.Now}}
+	sb := &Sandbox{Name: "x", Labels: map[string]string{LabelAgent: AgentVersion}}
+	dir := m.agentDirOf(sb)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	target := filepath.Join(t.TempDir(), "real.sock")
 	if err := os.Symlink(target, filepath.Join(dir, agentSocket)); err != nil {
 		t.Fatal(err)
 	}
-	m := &Manager{Now: time.Now}
-	sb := &Sandbox{Name: "x", Labels: map[string]string{LabelAgent: AgentVersion, LabelAgentDir: dir}}
 	if _, err := m.startAgent(context.Background(), sb, ExecOptions{}, []string{"true"}, nil); !errors.Is(err, errNoAgent) {
 		t.Errorf("a link: want errNoAgent, got %v", err)
 	}
@@ -250,7 +256,7 @@ func TestPrepareAgentDirIsPrivate(t *testing.T) {
 // A request the agent cannot read costs that connection, not the agent.
 func TestAgentSurvivesABadRequest(t *testing.T) {
 	m, sb := startHostAgent(t)
-	conn, err := dialAgentSocket(context.Background(), sb.Labels[LabelAgentDir])
+	conn, err := dialAgentSocket(context.Background(), m.agentDirOf(sb))
 	if err != nil {
 		t.Fatal(err)
 	}

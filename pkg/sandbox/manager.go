@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -269,6 +268,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		for v := range img.Config.Volumes {
 			in.ImageVolumes = append(in.ImageVolumes, v)
 		}
+		in.ImageLabels = img.Config.Labels
 	}
 	in.CreatedAt = m.Now()
 	in.AgentDir = m.agentDir(in.Name, in.Config.Image)
@@ -289,7 +289,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err != nil && in.AgentDir != "" && strings.Contains(err.Error(), in.AgentDir) {
 		// The engine cannot see our directory (a socket forwarded from another machine, a
 		// confined engine): the sandbox goes without the agent.
-		_ = os.Remove(in.AgentDir)
+		_ = m.State.remove(in.AgentDir)
 		in.AgentDir = ""
 		if spec, err = BuildSpec(in); err != nil {
 			return nil, err
@@ -307,7 +307,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 }
 
 func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
-	if err := prepareAgentDir(sb.Name, sb.Labels[LabelAgentDir]); err != nil {
+	if err := prepareAgentDir(sb.Name, m.agentDirOf(sb)); err != nil {
 		return err
 	}
 	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
@@ -349,7 +349,7 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	out := make([]*Sandbox, 0, len(list))
 	for _, c := range list {
 		name := c.Labels[LabelName]
-		if name == "" || c.Labels[LabelManaged] != "true" || !slices.Contains(c.Names, "/"+ContainerName(name)) {
+		if config.ValidName(name) != nil || c.Labels[LabelManaged] != "true" || !slices.Contains(c.Names, "/"+ContainerName(name)) {
 			continue // not one of ours, though it may carry our images' labels
 		}
 		sb := &Sandbox{Name: name, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
@@ -407,11 +407,16 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
 	}
-	if dir := sb.Labels[LabelAgentDir]; dir != "" {
-		_ = os.Chmod(dir, 0o700) // sealed (sealAgentDir): its entries cannot be removed
-		_ = os.RemoveAll(dir)
+	if err := m.State.Remove(sb.Name); err != nil {
+		return err
 	}
-	return m.State.Remove(sb.Name)
+	if dir := m.agentDirOf(sb); dir != "" {
+		if err := m.State.remove(dir); err != nil {
+			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", sb.Name, err),
+				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
+		}
+	}
+	return nil
 }
 
 // NotFoundError is a sandbox that does not exist.

@@ -3,6 +3,9 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -209,6 +212,159 @@ func TestRemoveMissing(t *testing.T) {
 	}
 }
 
+// An image's labels are copied onto its containers, and an older sbx labelled the agent's
+// directory: neither kind of label may make rm remove or change anything outside sbx's
+// state directory, nor may a link planted where the agent's directory belongs.
+func TestRemoveLeavesWhatLabelsName(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		t.Run(map[bool]string{false: "label", true: "link in the state directory"}[link], func(t *testing.T) {
+			in := specInput()
+			victim := t.TempDir()
+			file := filepath.Join(victim, "keep.txt")
+			if err := os.WriteFile(file, []byte("keep"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(victim, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			fake := &sandboxtest.FakeEngine{ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { return nil }}
+			m := fakeManager(t, fake)
+			labelled := victim
+			if link {
+				labelled = filepath.Join(m.State.Dir, "agent", in.Name)
+				if err := os.MkdirAll(filepath.Dir(labelled), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(victim, labelled); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
+				info := inspectOf(t, in, container.StateRunning)
+				info.Config.Labels[sandbox.LabelAgent] = sandbox.AgentVersion
+				info.Config.Labels["dev.sbx.agent-dir"] = labelled
+				return info, nil
+			}
+			if err := m.State.Touch(in.Name); err != nil {
+				t.Fatal(err)
+			}
+			err := m.Remove(context.Background(), in.Name, true)
+			if link && (err == nil || !strings.Contains(err.Error(), "not inside sbx's state directory") || errs.Hint(err) == "") {
+				t.Errorf("a link out of the state directory: want a refusal with a hint, got %v", err)
+			}
+			if !link && err != nil {
+				t.Errorf("rm: %v", err)
+			}
+			if data, err := os.ReadFile(file); err != nil || string(data) != "keep" {
+				t.Errorf("the directory a label names lost its file: %q %v", data, err)
+			}
+			if fi, err := os.Stat(victim); err != nil {
+				t.Errorf("the directory a label names is gone: %v", err)
+			} else if fi.Mode().Perm() != 0o750 {
+				t.Errorf("the directory a label names changed mode to %v", fi.Mode().Perm())
+			}
+			if _, ok := m.State.LastUsed(in.Name); ok {
+				t.Error("the state file is left")
+			}
+		})
+	}
+}
+
+// A sandbox made by an older sbx carries the labels it wrote: the agent's directory, no
+// create-settings label. rm still removes its agent directory, found by its name.
+func TestRemoveSandboxOfAnOlderSbx(t *testing.T) {
+	in := specInput()
+	fake := &sandboxtest.FakeEngine{ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { return nil }}
+	m := fakeManager(t, fake)
+	dir := filepath.Join(m.State.Dir, "agent", in.Name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil { // sealed, as a running agent leaves it
+		t.Fatal(err)
+	}
+	fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
+		info := inspectOf(t, in, container.StateExited)
+		delete(info.Config.Labels, sandbox.LabelCreateSettings)
+		info.Config.Labels[sandbox.LabelAgent] = "0123456789ab"
+		info.Config.Labels["dev.sbx.agent-dir"] = dir
+		return info, nil
+	}
+	if err := m.Remove(context.Background(), in.Name, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("its agent directory is left: %v", err)
+	}
+}
+
+// The image's dev.sbx.* labels reach BuildSpec, which overrides them on the container.
+func TestCreateOverridesImageLabels(t *testing.T) {
+	var labels map[string]string
+	fake := &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
+		ImageInspectFn: sandboxtest.ImageStore{"sbx-sandbox:bookworm-slim": sandboxtest.Image("sha256:1", 1, "", map[string]string{
+			"dev.sbx.agent-dir": "/home/u", sandbox.LabelCreateSettings: `[{"Key":"network","Values":["host"]}]`,
+		})}.Inspect,
+		ContainerCreateFn: func(_ context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+			labels = cfg.Labels
+			return container.CreateResponse{ID: "c1"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+	}
+	res, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Lease.Release()
+	for _, k := range []string{"dev.sbx.agent-dir", sandbox.LabelCreateSettings} {
+		if v, ok := labels[k]; !ok || v != "" {
+			t.Errorf("label %s: %q (set %v), want it set empty over the image's", k, v, ok)
+		}
+	}
+}
+
+// Prune's sweep removes only the leftovers of sandboxes sbx made: state files and workspace
+// volumes of valid names whose sandbox is gone.
+func TestFindOrphans(t *testing.T) {
+	vol := func(name string, labels map[string]string) *volume.Volume {
+		return &volume.Volume{Name: name, Labels: labels}
+	}
+	ours := func(name string) map[string]string {
+		return map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: name}
+	}
+	fake := &sandboxtest.FakeEngine{VolumeListFn: func(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+		return volume.ListResponse{Volumes: []*volume.Volume{
+			vol("sbx-gone-ws", ours("gone")),
+			vol("sbx-live-ws", ours("live")),
+			vol("precious", ours("gone")),
+			vol("sbx-Bad-ws", ours("Bad")),
+			vol("sbx-other-ws", map[string]string{sandbox.LabelName: "other"}),
+		}}, nil
+	}}
+	m := fakeManager(t, fake)
+	for _, n := range []string{"gone", "live"} {
+		if err := m.State.Touch(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(m.State.Dir, "Bad.json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := m.FindOrphans(context.Background(), []*sandbox.Sandbox{{Name: "live"}}, sandbox.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) {
+		t.Errorf("orphans %+v, want state file gone and volume sbx-gone-ws", o)
+	}
+}
+
 func TestSelectExpired(t *testing.T) {
 	mk := func(name string, age time.Duration) *sandbox.Sandbox {
 		return &sandbox.Sandbox{Name: name, CreatedAt: clock.Add(-age)}
@@ -283,6 +439,18 @@ func TestStateStore(t *testing.T) {
 	if err := s.Remove("a"); err != nil {
 		t.Errorf("removing twice: %v", err)
 	}
+	// A name from a label that is not a sandbox name never becomes a path.
+	if err := os.WriteFile(filepath.Join(s.Dir, "Not-Valid.json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"..", "../a", ""} {
+		if err := s.Remove(bad); err == nil {
+			t.Errorf("Remove(%q) was accepted", bad)
+		}
+	}
+	if names, _ := s.Names(); len(names) != 0 {
+		t.Errorf("names %v: a file that names no valid sandbox must not show", names)
+	}
 }
 
 func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
@@ -340,7 +508,10 @@ func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
 	if len(creates) != 2 || creates[0].Labels[sandbox.LabelAgent] == "" {
 		t.Fatalf("want a create with the agent, then one without: %d creates", len(creates))
 	}
-	if creates[1].Labels[sandbox.LabelAgent] != "" || !slices.Equal(creates[1].Cmd, sandbox.KeepAlive) || res.Sandbox.Labels[sandbox.LabelAgentDir] != "" {
+	if creates[1].Labels[sandbox.LabelAgent] != "" || !slices.Equal(creates[1].Cmd, sandbox.KeepAlive) || res.Sandbox.Labels[sandbox.LabelAgent] != "" {
 		t.Errorf("the second create still has the agent: cmd %q labels %v", creates[1].Cmd, creates[1].Labels)
+	}
+	if _, err := os.Stat(filepath.Join(m.State.Dir, "agent", in.Name)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the unused agent directory is left: %v", err)
 	}
 }

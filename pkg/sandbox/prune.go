@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -156,8 +157,10 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 		return o, engineErr("listing volumes", err)
 	}
 	for _, v := range vols.Volumes {
+		// Only a workspace volume sbx made: its labels, a name sbx could have given, and the
+		// volume name that follows from it.
 		name := v.Labels[LabelName]
-		if v.Labels[LabelManaged] == "true" && name != "" && v.Name == VolumeName(name) && !alive[name] &&
+		if v.Labels[LabelManaged] == "true" && config.ValidName(name) == nil && v.Name == VolumeName(name) && !alive[name] &&
 			filter.Match(&Sandbox{Name: name, Labels: v.Labels}) {
 			o.Volumes = append(o.Volumes, v.Name)
 		}

@@ -23,9 +23,13 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 )
 
-// Labels sbx puts on every sandbox, besides LabelManaged and LabelProfile (image.go). Nothing
-// without LabelManaged=true is ever touched.
+// Labels sbx puts on every sandbox, besides LabelManaged and LabelProfile (image.go) and
+// LabelAgent (agent.go). Nothing without LabelManaged=true is ever touched. Containers
+// inherit their image's labels, so BuildSpec sets every one of these, empty when it has
+// nothing to say, and empties any other dev.sbx.* label the image carries: what sbx reads
+// back under labelPrefix is always its own.
 const (
+	labelPrefix     = "dev.sbx."
 	LabelName       = "dev.sbx.name"
 	LabelProject    = "dev.sbx.project"
 	LabelConfigHash = "dev.sbx.config-hash"
@@ -68,9 +72,12 @@ type SpecInput struct {
 	// ImageVolumes are the VOLUME paths the image declares; each gets a tmpfs so no writable
 	// anonymous volume appears behind the read-only root.
 	ImageVolumes []string
-	Version      string
-	CreatedAt    time.Time
-	ExtraLabels  map[string]string
+	// ImageLabels are the image's labels, which the engine copies onto the container.
+	ImageLabels map[string]string
+	Version     string
+	CreatedAt   time.Time
+	// ExtraLabels are put on the container besides sbx's own; dev.sbx.* ones are ignored.
+	ExtraLabels map[string]string
 	// Ports are container ports ("9222/tcp") to publish on 127.0.0.1, never on another
 	// address, with host ports the engine picks. They shape the container, so they enter
 	// its config hash.
@@ -113,29 +120,40 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := map[string]string{
-		LabelManaged:    "true",
-		LabelName:       in.Name,
-		LabelProject:    in.ProjectRoot,
-		LabelConfigHash: hash,
-		LabelConfig:     shape,
-		LabelCreatedAt:  in.CreatedAt.UTC().Format(time.RFC3339),
-		LabelVersion:    in.Version,
-		LabelProfile:    cfg.Profile,
-		LabelWorkspace:  cfg.Workspace,
+	labels := map[string]string{}
+	for k, v := range in.ExtraLabels {
+		if !strings.HasPrefix(k, labelPrefix) {
+			labels[k] = v
+		}
 	}
+	for k := range in.ImageLabels {
+		if strings.HasPrefix(k, labelPrefix) {
+			labels[k] = "" // a container's value, even empty, hides the image's
+		}
+	}
+	var settings []byte
 	if len(in.CreateSettings) > 0 {
-		settings, err := json.Marshal(in.CreateSettings)
-		if err != nil {
+		if settings, err = json.Marshal(in.CreateSettings); err != nil {
 			return nil, fmt.Errorf("encoding create settings: %w", err)
 		}
-		labels[LabelCreateSettings] = string(settings)
 	}
+	agent := ""
 	if in.AgentDir != "" {
-		labels[LabelAgent] = AgentVersion
-		labels[LabelAgentDir] = in.AgentDir
+		agent = AgentVersion
 	}
-	maps.Copy(labels, in.ExtraLabels)
+	maps.Copy(labels, map[string]string{
+		LabelManaged:        "true",
+		LabelName:           in.Name,
+		LabelProject:        in.ProjectRoot,
+		LabelConfigHash:     hash,
+		LabelConfig:         shape,
+		LabelCreatedAt:      in.CreatedAt.UTC().Format(time.RFC3339),
+		LabelVersion:        in.Version,
+		LabelProfile:        cfg.Profile,
+		LabelWorkspace:      cfg.Workspace,
+		LabelCreateSettings: string(settings),
+		LabelAgent:          agent,
+	})
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
 	spec.Container = &container.Config{
@@ -247,7 +265,7 @@ func (s *Spec) VolumeSpec() *volume.CreateOptions {
 				labels[k] = s.Container.Labels[k]
 			}
 			for k, v := range s.Container.Labels {
-				if !strings.HasPrefix(k, "dev.sbx.") {
+				if !strings.HasPrefix(k, labelPrefix) {
 					labels[k] = v
 				}
 			}

@@ -124,6 +124,47 @@ func TestBuildSpecSecurityDefaults(t *testing.T) {
 	}
 }
 
+// An image's labels are copied onto its containers. Every dev.sbx.* label must be sbx's
+// own: set to its value, or emptied when sbx has none, so an image can never speak for it.
+func TestBuildSpecOverridesImageLabels(t *testing.T) {
+	forged := map[string]string{
+		LabelManaged: "true", LabelName: "other", LabelProject: "/", LabelConfigHash: "x", LabelConfig: "{}",
+		LabelCreatedAt: "2000-01-01T00:00:00Z", LabelVersion: "v0", LabelProfile: "browser", LabelWorkspace: "none",
+		LabelCreateSettings: `[{"Key":"network","Values":["host"],"Source":{"Layer":"flag"}}]`,
+		LabelAgent:          AgentVersion, LabelDockerfileHash: "x",
+		"dev.sbx.agent-dir": "/home/u", "dev.sbx.future": "x", "org.example.title": "the image's own",
+	}
+	own := func(s *Spec) map[string]string {
+		return map[string]string{
+			LabelManaged: "true", LabelName: "app-1a2b3c", LabelProject: "/home/u/app", LabelConfigHash: s.Hash, LabelConfig: s.Shape,
+			LabelCreatedAt: "2023-11-14T22:13:20Z", LabelVersion: "v1", LabelProfile: "sandbox", LabelWorkspace: "ro",
+			LabelCreateSettings: "", LabelAgent: "",
+		}
+	}
+	plain := buildTestSpec(t, nil)
+	if want := own(plain); !reflect.DeepEqual(plain.Container.Labels, want) {
+		t.Errorf("without image labels:\n got %v\nwant %v", plain.Container.Labels, want)
+	}
+	s := buildTestSpec(t, func(in *SpecInput) {
+		in.ImageLabels = forged
+		in.ExtraLabels = map[string]string{"sbx.test": "r1", "dev.sbx.agent-dir": "/extra"}
+	})
+	want := own(s)
+	want[LabelDockerfileHash], want["dev.sbx.agent-dir"], want["dev.sbx.future"], want["sbx.test"] = "", "", "", "r1"
+	if !reflect.DeepEqual(s.Container.Labels, want) {
+		t.Errorf("over an image's labels:\n got %v\nwant %v", s.Container.Labels, want)
+	}
+	// sbx's own values still win when it has them.
+	s = buildTestSpec(t, func(in *SpecInput) {
+		in.ImageLabels = forged
+		in.AgentDir = "/state/agent/app-1a2b3c"
+		in.CreateSettings = []config.Setting{{Key: "memory", Values: []string{"2g"}, Source: config.Source{Layer: config.LayerFlag, Name: "--memory"}}}
+	})
+	if l := s.Container.Labels; l[LabelAgent] != AgentVersion || !strings.Contains(l[LabelCreateSettings], `"memory"`) || strings.Contains(l[LabelCreateSettings], "network") {
+		t.Errorf("labels %v", l)
+	}
+}
+
 func TestBuildSpecWorkspaceModes(t *testing.T) {
 	rw := buildTestSpec(t, func(in *SpecInput) { in.Config.Workspace = "rw" })
 	if rw.Host.Mounts[0].ReadOnly {
@@ -322,7 +363,7 @@ func TestBuildSpecAgent(t *testing.T) {
 	if !slices.Contains(spec.Container.Env, agentEnv+"="+agentSource) {
 		t.Error("the agent's source is not in the environment")
 	}
-	if spec.Container.Labels[LabelAgent] != AgentVersion || spec.Container.Labels[LabelAgentDir] != "/state/agent/app-1a2b3c" {
+	if spec.Container.Labels[LabelAgent] != AgentVersion {
 		t.Errorf("labels %v", spec.Container.Labels)
 	}
 	var found bool

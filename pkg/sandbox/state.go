@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
 )
 
 // StateStore keeps each sandbox's last-use time in its own small file. Everything else about a
@@ -28,6 +30,45 @@ func (s *StateStore) path(name string) string { return filepath.Join(s.Dir, name
 // leasePath is the lock file of sandbox name's leases (see admission.go).
 func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir, leaseDir, name) }
 
+// agentDir is the directory of sandbox name's agent socket (agent.go). It is computed from
+// the name every time, never read from a label, which an image can set.
+func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
+
+// inside returns p with its links resolved when it lies strictly inside the state directory
+// (its links resolved too), and an error otherwise. Whatever sbx removes on the host passes
+// through it, so no label, name or planted link can make it remove anything else.
+func (s *StateStore) inside(p string) (string, error) {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(s.Dir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(dir, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("refusing to remove %s: it resolves to %s, which is not inside sbx's state directory %s", p, real, dir)
+	}
+	return real, nil
+}
+
+// remove deletes p, with everything under it, when inside allows it. A missing p is not an
+// error.
+func (s *StateStore) remove(p string) error {
+	real, err := s.inside(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
+		_ = os.Chmod(real, 0o700) // a sealed agent directory (sealAgentDir) keeps its entries
+	}
+	return os.RemoveAll(real)
+}
+
 // Touch records that sandbox name was used now.
 func (s *StateStore) Touch(name string) error { return s.SetLastUsed(name, s.Now()) }
 
@@ -44,7 +85,7 @@ func (s *StateStore) SetLastUsed(name string, t time.Time) error {
 	if err != nil {
 		return fmt.Errorf("recording last use of %q: %w", name, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = s.remove(tmp.Name()) }()
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("recording last use of %q: %w", name, err)
@@ -73,8 +114,12 @@ func (s *StateStore) LastUsed(name string) (time.Time, bool) {
 
 // Remove forgets sandbox name, with its lease file. A missing file is not an error.
 func (s *StateStore) Remove(name string) error {
-	_ = os.Remove(s.leasePath(name))
-	if err := os.Remove(s.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// The name may come from a label: only a valid one stays a single path element.
+	if err := config.ValidName(name); err != nil {
+		return fmt.Errorf("removing state: %w", err)
+	}
+	_ = s.remove(s.leasePath(name))
+	if err := s.remove(s.path(name)); err != nil {
 		return fmt.Errorf("removing state of %q: %w", name, err)
 	}
 	return nil
@@ -91,7 +136,7 @@ func (s *StateStore) Names() ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries {
-		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(n, ".") {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && config.ValidName(n) == nil {
 			names = append(names, n)
 		}
 	}

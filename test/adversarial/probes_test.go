@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,7 +102,7 @@ func TestProbesFromInside(t *testing.T) {
 	cases = append(cases, identityProbes(os.Geteuid() == 0)...)
 	cases = append(cases, kernelProbes()...)
 	cases = append(cases, networkProbes()...)
-	cases = append(cases, hostProbes(s, info.ID, info.Config.Labels[sandbox.LabelAgentDir])...)
+	cases = append(cases, hostProbes(s, info.ID, filepath.Join(s.home, ".state", "sbx", "agent", name))...)
 
 	results := map[string]map[string]probeResult{}
 	for _, user := range []string{sandboxUser, rootNoCaps} {
