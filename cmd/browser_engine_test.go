@@ -203,20 +203,13 @@ func TestCLIBrowserDesktop(t *testing.T) {
 }
 
 func TestCLICommonGoRun(t *testing.T) {
-	c := newCLI(t)
+	// A developer (uid 1000, like the images' user) runs sbx on a checkout of their own; sbx
+	// never runs as root implicitly, so a root-owned project would not be writable inside.
+	c := newCLIAs(t, 1000)
 	c.write(".sbx.yaml", "profile: common\nworkspace: rw\n")
 	c.trust()
 	c.write("go.mod", "module example.com/hello\n\ngo 1.19\n")
 	c.write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\") }\n")
-	// As root, hand the project to uid 1000, as a developer's own checkout would be; sbx
-	// never runs as root implicitly, so a root-owned project would not be writable inside.
-	if os.Geteuid() == 0 {
-		for _, p := range []string{c.project, filepath.Join(c.project, ".sbx.yaml"), filepath.Join(c.project, "go.mod"), filepath.Join(c.project, "main.go")} {
-			if err := os.Chown(p, 1000, 1000); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	r := c.run("exec", "--", "bash", "-c", "set -o pipefail; pwd && go run . | tee ran.txt")
 	if r.code != 0 || r.stdout != "/workspace\nhello from go\n" {
 		t.Fatalf("go run: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
