@@ -3,8 +3,6 @@ package cmdutil
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sync"
 
@@ -58,7 +56,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 func SpecInput(f *Factory, r *config.Resolved) (sandbox.SpecInput, error) {
 	in := sandbox.SpecInput{Name: r.Name, ProjectRoot: r.ProjectRoot, Config: r.Config, Version: buildinfo.Get().Version}
 	if p := r.Config.SeccompProfile; p != "" {
-		data, err := readSeccompProfile(p)
+		data, err := config.ReadFileLimit(p, maxSeccompProfile)
 		if err != nil {
 			return in, errs.Failure(fmt.Errorf("reading seccompProfile %s (from %s): %w", p, r.Source("seccompProfile"), err), "fix the path, or remove the key to use the engine's default profile")
 		}
@@ -73,25 +71,6 @@ func SpecInput(f *Factory, r *config.Resolved) (sandbox.SpecInput, error) {
 // maxSeccompProfile bounds a seccomp profile: moby's default is about 20 KiB, and the file may
 // lie in a project a sandbox can write to.
 const maxSeccompProfile = 1 << 20
-
-func readSeccompProfile(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxSeccompProfile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxSeccompProfile {
-		return nil, fmt.Errorf("larger than %d bytes", maxSeccompProfile)
-	}
-	return data, nil
-}
 
 // ReportFailures ends a command that acted on several sandboxes: every failure but the last
 // is printed here, the last is returned for Main to print with its hint. The exit code is 125

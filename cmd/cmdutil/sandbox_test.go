@@ -24,7 +24,7 @@ func TestSpecInputBoundsTheSeccompProfile(t *testing.T) {
 	}
 	ios, _, _, _ := iostreams.Test()
 	f := TestFactory(ios, nil, dir, dir, time.Now(), nil)
-	for p, want := range map[string]string{huge: "larger than 1048576 bytes", zero: "not a regular file"} {
+	for p, want := range map[string]string{huge: "larger than 1m", zero: "not a regular file"} {
 		r := &config.Resolved{Name: "x", ProjectRoot: dir, Config: config.Defaults()}
 		r.Config.SeccompProfile = p
 		if _, err := SpecInput(f, r); err == nil || !strings.Contains(err.Error(), want) {

@@ -2,7 +2,6 @@
 package prune
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -149,7 +148,7 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		if n := len(orphans.StateFiles) + len(orphans.Volumes); n > 0 {
 			fmt.Fprintf(opts.IO.ErrOut, "  %d leftovers of removed sandboxes\n", n)
 		}
-		if !confirm(opts.IO, fmt.Sprintf("Remove %d sandboxes? [y/N] ", len(cands))) {
+		if !cmdutil.Confirm(opts.IO, fmt.Sprintf("Remove %d sandboxes? [y/N] ", len(cands))) {
 			return errs.New(errors.New("prune cancelled; nothing removed"), errs.CodeError, "")
 		}
 	}
@@ -200,13 +199,6 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		return errs.New(err, errs.CodeError, errs.Hint(err))
 	}
 	return nil
-}
-
-func confirm(io *iostreams.IOStreams, prompt string) bool {
-	fmt.Fprint(io.ErrOut, prompt)
-	line, _ := bufio.NewReader(io.In).ReadString('\n')
-	answer := strings.ToLower(strings.TrimSpace(line))
-	return answer == "y" || answer == "yes"
 }
 
 func limit(d time.Duration, all bool) string {

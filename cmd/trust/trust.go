@@ -2,7 +2,6 @@
 package trust
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -104,7 +102,7 @@ func trustRun(_ context.Context, opts *TrustOptions) error {
 		return cmdutil.WriteJSON(opts.IO.Out, rev)
 	}
 	writeReview(opts.IO.ErrOut, rev)
-	if !opts.Yes && !confirm(opts.IO, "Trust it? [y/N] ") {
+	if !opts.Yes && !cmdutil.Confirm(opts.IO, "Trust it? [y/N] ") {
 		return errs.New(errors.New("not trusted"), errs.CodeError, "")
 	}
 	rec, err := store.Trust(rev.Trust.File, rev.Trust.SHA256)
@@ -187,13 +185,6 @@ func writeReview(w io.Writer, rev *config.Review) {
 		}
 	}
 	fmt.Fprintf(w, "sha256 %s\n", t.SHA256)
-}
-
-func confirm(io *iostreams.IOStreams, prompt string) bool {
-	fmt.Fprint(io.ErrOut, prompt)
-	line, _ := bufio.NewReader(io.In).ReadString('\n')
-	answer := strings.ToLower(strings.TrimSpace(line))
-	return answer == "y" || answer == "yes"
 }
 
 func revokeRun(opts *TrustOptions, store *config.TrustStore) error {

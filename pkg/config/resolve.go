@@ -233,18 +233,25 @@ func Resolve(in Inputs) (*Resolved, error) {
 // maxConfigFile bounds a config file: a project's is written by whoever wrote the repository.
 const maxConfigFile = 1 << 20
 
-func readConfigFile(path string) ([]byte, error) {
+func readConfigFile(path string) ([]byte, error) { return ReadFileLimit(path, maxConfigFile) }
+
+// ReadFileLimit reads the regular file at path, refusing one larger than limit bytes: what
+// sbx reads may come from a project or a sandbox, and must never fill its memory.
+func ReadFileLimit(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigFile+1))
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxConfigFile {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("larger than %s", FormatSize(maxConfigFile))}
+	if int64(len(data)) > limit {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("larger than %s", FormatSize(limit))}
 	}
 	return data, nil
 }
