@@ -40,6 +40,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
 		Now:    f.Now,
 		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
+		Warn:   f.IOStreams.ErrOut,
 	}
 	progress := &sandbox.Progress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
 	if !f.IOStreams.Quiet() {
