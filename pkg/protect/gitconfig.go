@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -16,6 +17,8 @@ type gitConfig struct {
 	hooksPaths []string // core.hooksPath
 	worktrees  []string // core.worktree
 	includes   []string // include.path, includeIf.<condition>.path
+	// worktreeConfig (extensions.worktreeConfig) makes git read config.worktree as well.
+	worktreeConfig bool
 }
 
 // parseGitConfig scans git's INI syntax well enough to find gitConfig's keys: sections
@@ -63,13 +66,18 @@ func parseGitConfig(data []byte) gitConfig {
 			for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
 				i++
 			}
-			if i >= len(s) || s[i] != '=' {
-				skipLine() // a boolean written without a value, or garbage
+			value, valued := "", false
+			switch {
+			case i < len(s) && s[i] == '=':
+				value, i = parseValue(s, i+1)
+				valued = true
+			case i < len(s) && !strings.ContainsRune("\r\n#;", rune(s[i])):
+				skipLine() // garbage
 				continue
 			}
-			var value string
-			value, i = parseValue(s, i+1)
 			switch {
+			case section == "extensions" && !sub && key == "worktreeconfig":
+				out.worktreeConfig = !valued || isTrue(value)
 			case section == "core" && !sub && key == "hookspath":
 				out.hooksPaths = append(out.hooksPaths, value)
 			case section == "core" && !sub && key == "worktree":
@@ -147,6 +155,16 @@ func parseValue(s string, i int) (string, int) {
 	return b.String()[:keep], i
 }
 
+// isTrue reads a git boolean.
+func isTrue(v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "yes", "on":
+		return true
+	}
+	n, err := strconv.Atoi(v)
+	return err == nil && n != 0
+}
+
 func isAlpha(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
 // readConfig reads and parses a git config of the project; a missing or unreadable one (git
@@ -183,7 +201,7 @@ func (f *finder) coreWorktree(gitdir string) (string, bool, error) {
 // followConfig protects what g's config files (and those they include, in turn) send git to
 // inside the project: hook directories and more config. Such a path that does not exist is
 // refused, since the sandbox could create it and git on the host would obey it.
-func (f *finder) followConfig(g gitDir) error {
+func (f *finder) followConfig(g gitDir) (worktreeConfig bool, err error) {
 	seen := map[string]bool{}
 	var follow func(rel string, depth int) error
 	follow = func(rel string, depth int) error {
@@ -195,6 +213,7 @@ func (f *finder) followConfig(g gitDir) error {
 		if err != nil {
 			return err
 		}
+		worktreeConfig = worktreeConfig || cfg.worktreeConfig
 		for _, v := range cfg.hooksPaths {
 			if !g.worktreeOK && !path.IsAbs(v) {
 				continue // relative to a worktree sbx cannot tell
@@ -226,10 +245,10 @@ func (f *finder) followConfig(g gitDir) error {
 		return nil
 	}
 	if err := follow(g.path+"/config", 0); err != nil {
-		return err
+		return false, err
 	}
 	// Read as config too when extensions.worktreeConfig is on.
-	return follow(g.path+"/config.worktree", 0)
+	return worktreeConfig, follow(g.path+"/config.worktree", 0)
 }
 
 // mustProtect protects rel, which a git config names; it must exist.

@@ -76,9 +76,10 @@ type Options struct {
 // Entries whose first component is .git apply to every git directory found: the root's,
 // nested repositories' and submodules' (<gitdir>/modules/**), and a .git file's target
 // inside the project; the others apply at the root. Besides them it protects .git pointer
-// files, existing commondir files (both redirect git), and the directories that a git config
-// in the project sends git to for hooks or more config (core.hooksPath, include.path,
-// includeIf.*.path) when they lie inside the project. It reads but never changes the tree.
+// files, existing commondir files (both redirect git), and what a git config in the project
+// sends git to for hooks or more config when it lies inside the project (core.hooksPath,
+// include.path, includeIf.*.path, config.worktree under extensions.worktreeConfig); such a
+// path that is missing is refused. It reads but never changes the tree.
 func Find(root string, entries []string, opts Options) (*Plan, error) {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
@@ -144,6 +145,9 @@ type gitDir struct {
 	// admin marks a linked worktree's directory (<gitdir>/worktrees/<id>, with a commondir),
 	// which holds no hooks or config of its own, so nothing is created there.
 	admin bool
+	// worktreeConfig is set on a worktree's directory when its repository's config turns
+	// extensions.worktreeConfig on.
+	worktreeConfig bool
 }
 
 type finder struct {
@@ -226,7 +230,8 @@ func (f *finder) walk() error {
 				return symlinkError(rel)
 			case e.Name() == ".git" && e.IsDir():
 				err = f.addGitDir(gitDir{path: rel, worktree: dir, worktreeOK: true})
-			case e.Name() == ".git" && e.Type().IsRegular():
+			case e.Name() == ".git":
+				// A pointer file, or something odd that the sandbox must not replace either.
 				err = f.pointer(rel)
 			case e.IsDir():
 				queue = append(queue, rel)
@@ -323,8 +328,16 @@ func (f *finder) gitDir(g gitDir) error {
 			}
 		}
 	}
-	if err := f.followConfig(g); err != nil {
+	worktreeConfig, err := f.followConfig(g)
+	if err != nil {
 		return err
+	}
+	worktreeConfig = worktreeConfig || g.worktreeConfig
+	if worktreeConfig && slices.Contains(f.gitEntries, "config.worktree") {
+		// git would read one the sandbox creates: it must exist to be protected.
+		if err := f.mustProtect(g.path+"/config.worktree", "extensions.worktreeConfig for "+g.path, "a config file that git on the host would read"); err != nil {
+			return err
+		}
 	}
 	if g.admin {
 		return nil
@@ -332,7 +345,7 @@ func (f *finder) gitDir(g gitDir) error {
 	if err := f.modules(g.path+"/modules", 0); err != nil {
 		return err
 	}
-	return f.worktrees(g.path + "/worktrees")
+	return f.worktrees(g.path+"/worktrees", worktreeConfig)
 }
 
 // modules finds submodules' git directories under dir: a directory with a HEAD file is one
@@ -367,13 +380,13 @@ func (f *finder) modules(dir string, depth int) error {
 
 // worktrees adds linked worktrees' directories (<gitdir>/worktrees/<id>), whose commondir
 // and config.worktree git obeys.
-func (f *finder) worktrees(dir string) error {
+func (f *finder) worktrees(dir string, worktreeConfig bool) error {
 	list, err := f.subdirs(dir)
 	if err != nil {
 		return err
 	}
 	for _, name := range list {
-		if err := f.addGitDir(gitDir{path: dir + "/" + name, admin: true}); err != nil {
+		if err := f.addGitDir(gitDir{path: dir + "/" + name, admin: true, worktreeConfig: worktreeConfig}); err != nil {
 			return err
 		}
 	}
@@ -426,8 +439,6 @@ func (f *finder) protect(rel, reason, create string) (found bool, err error) {
 			return false, symlinkError(sub)
 		case !last && !fi.IsDir():
 			return false, nil // a file where a directory would be: the path cannot exist
-		case last && !fi.IsDir() && !fi.Mode().IsRegular():
-			return false, nil // a socket, FIFO or device is no file a tool reads settings from
 		}
 	}
 	f.record(Mount{Path: rel, ReadOnly: true, Reason: reason})

@@ -361,6 +361,15 @@ func TestHooksPathAndIncludes(t *testing.T) {
 			extra: map[string]string{".gitconfig.local": "[core]\nhooksPath = h2\n", ".git/more.inc": "[include]\npath = ../cfg/third\n", "cfg/third": "", "h2/": ""},
 			want:  []string{"rw .git", "ro .gitconfig.local", "rw cfg", "ro h2", "ro .git/config", "ro .git/hooks", "ro .git/more.inc", "ro cfg/third"}},
 		{name: "missing include", config: "[include]\n\tpath = ../local.inc\n", err: "included by .git/config names local.inc, which does not exist"},
+		{name: "worktreeConfig", config: "[extensions]\n\tworktreeConfig\n", extra: map[string]string{".git/config.worktree": "[core]\nhooksPath = wh\n", "wh/": ""},
+			want: []string{"rw .git", "ro wh", "ro .git/config", "ro .git/config.worktree", "ro .git/hooks"}},
+		{name: "worktreeConfig without the file", config: "[extensions]\n\tworktreeConfig = yes\n",
+			err: "extensions.worktreeConfig for .git names .git/config.worktree, which does not exist"},
+		{name: "worktreeConfig without a linked worktree's file", config: "[extensions]\n\tworktreeConfig = 1\n",
+			extra: map[string]string{".git/config.worktree": "", ".git/worktrees/w/commondir": "../..", ".git/worktrees/w/HEAD": "x"},
+			err:   "extensions.worktreeConfig for .git/worktrees/w names .git/worktrees/w/config.worktree, which does not exist"},
+		{name: "worktreeConfig off", config: "[extensions]\n\tworktreeConfig = false\n",
+			want: []string{"rw .git", "ro .git/config", "ro .git/hooks"}},
 		{name: "other sections", config: "[hooks]\n\tpath = nope\n[core \"x\"]\n\thooksPath = nope\n[alias]\n\thooksPath = nope\n",
 			want: []string{"rw .git", "ro .git/config", "ro .git/hooks"}},
 	} {
@@ -394,6 +403,17 @@ func TestHooksPathAndIncludes(t *testing.T) {
 	if _, err := Find(root, gitEntries, Options{}); err == nil || !strings.Contains(err.Error(), "larger than 1048576 bytes") {
 		t.Errorf("a config over 1 MiB: %v", err)
 	}
+}
+
+// Odd file types are protected like files, and reading them never blocks.
+func TestFIFOs(t *testing.T) {
+	root := makeTree(t, map[string]string{".git/HEAD": "x", "sub/": ""})
+	for _, p := range []string{".git/config", ".vscode", "sub/.git"} {
+		if err := syscall.Mkfifo(filepath.Join(root, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantMounts(t, find(t, root, append([]string{".vscode"}, gitEntries...)), "rw .git", "ro .vscode", "rw sub", "ro .git/config", "ro .git/hooks +dir", "ro sub/.git")
 }
 
 func TestCoveredPathsAreNotMountedAgain(t *testing.T) {
@@ -433,8 +453,10 @@ b
 	hooksPath = no
 [other]
 	hooksPath = no
+[extensions]
+	worktreeConfig ; on, written as a bare key
 `))
-	want := gitConfig{hooksPaths: []string{"with space/h", "ab", "c"}, worktrees: []string{"../wt"}, includes: []string{`q"uote`, "cond.inc"}}
+	want := gitConfig{hooksPaths: []string{"with space/h", "ab", "c"}, worktrees: []string{"../wt"}, includes: []string{`q"uote`, "cond.inc"}, worktreeConfig: true}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
