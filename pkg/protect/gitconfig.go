@@ -49,12 +49,11 @@ func parseGitConfig(data []byte) gitConfig {
 			}
 			header := strings.TrimSpace(s[i+1 : end])
 			i = end + 1
-			name, dotted := header, false
+			var name string
 			if sp := strings.IndexAny(header, " \t"); sp >= 0 {
-				name, sub = header[:sp], true
+				name, sub = header[:sp], true // [section "subsection"]
 			} else {
-				name, _, dotted = strings.Cut(header, ".")
-				sub = dotted
+				name, _, sub = strings.Cut(header, ".") // [section] or the old [section.subsection]
 			}
 			section = strings.ToLower(name)
 		case isAlpha(c):

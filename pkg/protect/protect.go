@@ -453,7 +453,7 @@ func (f *finder) record(m Mount) {
 
 func symlinkError(rel string) error {
 	return errs.Failure(fmt.Errorf("protected paths: %s is a symbolic link; a rw sandbox could repoint it, so sbx will not mount it or follow it", rel),
-		fmt.Sprintf("replace the link with what it points to (or remove it), drop the entry from protectedPaths if %s is not one, or use --workspace ro or none", rel))
+		"replace the link with the file or directory it points to, or use --workspace ro or none")
 }
 
 // mounts returns the protected paths, without those inside another protected directory (it

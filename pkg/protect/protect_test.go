@@ -461,3 +461,19 @@ b
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// A config is the project's, so anything may be in it: the scan must end without panicking
+// and report nothing longer than what it read.
+func FuzzParseGitConfig(f *testing.F) {
+	for _, seed := range []string{"[core]\n\thooksPath = h\n", "[includeIf \"gitdir:x]\"] path = \"a\\\"b\\\n", "[", "[core]hooksPath=\"", "k=\\", "[a.b]\nx\n;\n#"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg := parseGitConfig(data)
+		for _, v := range slices.Concat(cfg.hooksPaths, cfg.includes, cfg.worktrees) {
+			if len(v) > len(data) {
+				t.Fatalf("value %q longer than the input", v)
+			}
+		}
+	})
+}
