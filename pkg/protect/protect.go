@@ -70,6 +70,9 @@ type Plan struct {
 type Options struct {
 	MaxEntries int
 	MaxMounts  int
+	// Home is the user's home directory, which git paths written ~/... start from; without
+	// it such a path counts as outside the project.
+	Home string
 }
 
 // Find plans the mounts that protect entries (protectedPaths) in the project at root.
@@ -276,8 +279,11 @@ func (f *finder) readPointer(rel, prefix string) (string, bool) {
 // inside resolves a path written in a file under base (relative to the root) and reports
 // whether it lies inside the project; "" is the root itself.
 func (f *finder) inside(p, base string) (string, bool) {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok && f.opts.Home != "" {
+		p = filepath.Join(f.opts.Home, rest)
+	}
 	if p == "" || strings.HasPrefix(p, "~") || strings.HasPrefix(p, "%(") {
-		return "", false // the home directory, or git's install prefix: outside the project
+		return "", false // another user's home, or git's install prefix: outside the project
 	}
 	if filepath.IsAbs(p) {
 		rel, err := filepath.Rel(f.root, filepath.Clean(p))

@@ -393,9 +393,21 @@ func TestHooksPathAndIncludes(t *testing.T) {
 			wantMounts(t, plan, tc.want...)
 		})
 	}
+	// ~/ starts from the home directory Find is given; without one it is outside.
+	root := makeTree(t, merge(base, map[string]string{"h/": ""}))
+	cfg := "[core]\n\thooksPath = ~/" + filepath.Base(root) + "/h\n"
+	if err := os.WriteFile(filepath.Join(root, ".git", "config"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Find(root, gitEntries, Options{Home: filepath.Dir(root)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMounts(t, plan, "rw .git", "ro h", "ro .git/config", "ro .git/hooks")
+	wantMounts(t, find(t, root, gitEntries), "rw .git", "ro .git/config", "ro .git/hooks")
+
 	// A config over the bound is refused rather than half read.
-	files := merge(base)
-	root := makeTree(t, files)
+	root = makeTree(t, merge(base))
 	big := "[core]\n" + strings.Repeat("# padding\n", MaxConfigSize/10+1)
 	if err := os.WriteFile(filepath.Join(root, ".git", "config"), []byte(big), 0o644); err != nil {
 		t.Fatal(err)

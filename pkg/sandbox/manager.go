@@ -36,9 +36,11 @@ type Manager struct {
 	// Agents gives new sandboxes on bundled images the agent (agent.go); set it only when
 	// AgentsSupported says the engine can mount this machine's directories.
 	Agents bool
-	// Protect plans the protected paths of a new rw sandbox; nil means Protection. Tests
-	// with a fake engine and no project on disk replace it.
+	// Protect plans the protected paths of a new rw sandbox; nil means Protection with
+	// HomeDir. Tests with a fake engine and no project on disk replace it.
 	Protect func(projectRoot string, cfg config.Config) (*protect.Plan, error)
+	// HomeDir is the user's home, where git config paths written ~/ start.
+	HomeDir string
 	// Warn receives warnings for stderr, which quiet does not silence.
 	Warn io.Writer
 }
@@ -333,7 +335,7 @@ func (m *Manager) protection(in SpecInput) (*protect.Plan, error) {
 	}
 	find := m.Protect
 	if find == nil {
-		find = Protection
+		find = func(root string, cfg config.Config) (*protect.Plan, error) { return Protection(root, m.HomeDir, cfg) }
 	}
 	plan, err := find(in.ProjectRoot, in.Config)
 	if err != nil {
@@ -348,13 +350,14 @@ func (m *Manager) protection(in SpecInput) (*protect.Plan, error) {
 }
 
 // Protection lists what a rw workspace of the project at root mounts apart (protect.Find on
-// cfg.ProtectedPaths): protected paths read-only, the directories on the way pinned. It only
+// cfg.ProtectedPaths): protected paths read-only, the directories on the way pinned. home is
+// the user's home directory ("" when unknown), for git config paths written ~/. It only
 // reads the project, so "sbx explain" may call it; the plan is nil for other workspace modes.
-func Protection(root string, cfg config.Config) (*protect.Plan, error) {
+func Protection(root, home string, cfg config.Config) (*protect.Plan, error) {
 	if cfg.Workspace != config.WorkspaceRW {
 		return nil, nil
 	}
-	return protect.Find(root, cfg.ProtectedPaths, protect.Options{})
+	return protect.Find(root, cfg.ProtectedPaths, protect.Options{Home: home})
 }
 
 func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
