@@ -34,11 +34,14 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	home, _ := f.HomeDir()
 	m := &sandbox.Manager{
-		Engine: eng,
-		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
-		Now:    f.Now,
-		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
+		Engine:  eng,
+		State:   &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
+		Now:     f.Now,
+		Agents:  sandbox.AgentsSupported(eng.DaemonHost()),
+		Warn:    f.IOStreams.ErrOut,
+		HomeDir: home,
 	}
 	progress := &sandbox.Progress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
 	if !f.IOStreams.Quiet() {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 // IdleRecreate is how long a sandbox must have been idle before exec replaces it on its own
@@ -34,6 +35,13 @@ type Manager struct {
 	// Agents gives new sandboxes on bundled images the agent (agent.go); set it only when
 	// AgentsSupported says the engine can mount this machine's directories.
 	Agents bool
+	// Protect plans the protected paths of a new rw sandbox; nil means Protection with
+	// HomeDir. Tests with a fake engine and no project on disk replace it.
+	Protect func(projectRoot string, cfg config.Config) (*protect.Plan, error)
+	// HomeDir is the user's home, where git config paths written ~/ start.
+	HomeDir string
+	// Warn receives warnings for stderr, which quiet does not silence.
+	Warn io.Writer
 }
 
 // Sandbox is an existing sandbox as the engine reports it.
@@ -250,6 +258,14 @@ func (m *Manager) idleFor(sb *Sandbox) time.Duration {
 }
 
 func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
+	// Before anything slow (an image build): a project that cannot be protected is refused.
+	plan, err := m.protection(in)
+	if err != nil {
+		return nil, err
+	}
+	if plan != nil {
+		in.Protected = plan.Mounts
+	}
 	img, err := m.Engine.ImageInspect(ctx, in.Config.Image)
 	if cerrdefs.IsNotFound(err) && m.BuildImage != nil {
 		if err := m.BuildImage(ctx, in.Config.Image); err != nil {
@@ -279,6 +295,11 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err := prepareAgentDir(in.Name, in.AgentDir); err != nil {
 		return nil, err
 	}
+	if plan != nil {
+		if err := plan.Prepare(); err != nil {
+			return nil, err
+		}
+	}
 	if vol := spec.VolumeSpec(); vol != nil {
 		// Creating a named volume that exists returns it, so racing callers agree.
 		if _, err := m.Engine.VolumeCreate(ctx, *vol); err != nil {
@@ -306,11 +327,50 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	return &Sandbox{Name: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: in.Config.Image, CreatedAt: in.CreatedAt}, nil
 }
 
+// protection plans the protected paths of in's sandbox, nil unless its workspace is rw, and
+// passes on the plan's warnings.
+func (m *Manager) protection(in SpecInput) (*protect.Plan, error) {
+	if in.Config.Workspace != config.WorkspaceRW {
+		return nil, nil
+	}
+	find := m.Protect
+	if find == nil {
+		find = func(root string, cfg config.Config) (*protect.Plan, error) { return Protection(root, m.HomeDir, cfg) }
+	}
+	plan, err := find(in.ProjectRoot, in.Config)
+	if err != nil {
+		return nil, fmt.Errorf("creating sandbox %q with a rw workspace: %w", in.Name, err)
+	}
+	if plan != nil && m.Warn != nil {
+		for _, w := range plan.Warnings {
+			fmt.Fprintf(m.Warn, "warning: sandbox %q: %s\n", in.Name, w)
+		}
+	}
+	return plan, nil
+}
+
+// Protection lists what a rw workspace of the project at root mounts apart (protect.Find on
+// cfg.ProtectedPaths): protected paths read-only, the directories on the way pinned. home is
+// the user's home directory ("" when unknown), for git config paths written ~/. It only
+// reads the project, so "sbx explain" may call it; the plan is nil for other workspace modes.
+func Protection(root, home string, cfg config.Config) (*protect.Plan, error) {
+	if cfg.Workspace != config.WorkspaceRW {
+		return nil, nil
+	}
+	return protect.Find(root, cfg.ProtectedPaths, protect.Options{Home: home})
+}
+
 func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
 	if err := prepareAgentDir(sb.Name, m.agentDirOf(sb)); err != nil {
 		return err
 	}
 	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "bind source path does not exist") {
+			// A protected path (or a bind) removed on the host since create: the engine
+			// mounts the same paths at every start.
+			return errs.Failure(fmt.Errorf("starting sandbox %q: %w", sb.Name, err),
+				fmt.Sprintf("a path it mounts is gone from the host; recreate it with: sbx create -n %s --replace", sb.Name))
+		}
 		return engineErr(fmt.Sprintf("starting sandbox %q", sb.Name), err)
 	}
 	m.waitAgent(ctx, sb)

@@ -21,6 +21,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 // Labels sbx puts on every sandbox, besides LabelManaged and LabelProfile (image.go) and
@@ -91,6 +92,11 @@ type SpecInput struct {
 	// AgentDir is the host directory for the agent's socket; "" runs KeepAlive instead of
 	// the agent. It stays out of the config hash: the transport does not shape the sandbox.
 	AgentDir string
+	// Protected are the project paths a rw workspace mounts on their own (protect.Find):
+	// read-only over what the user's host tools obey, read-write onto themselves for the
+	// directories on the way, so none can be renamed away. Other modes ignore them. They
+	// depend on the tree at create, so only the protectedPaths key enters the config hash.
+	Protected []protect.Mount
 }
 
 // Spec is the engine's view of a sandbox, ready for ContainerCreate.
@@ -245,12 +251,39 @@ func workspaceMounts(in SpecInput, labels map[string]string) ([]mount.Mount, err
 		if !path.IsAbs(in.ProjectRoot) {
 			return nil, fmt.Errorf("project root %q is not absolute", in.ProjectRoot)
 		}
-		return []mount.Mount{{Type: mount.TypeBind, Source: in.ProjectRoot, Target: WorkspacePath,
-			ReadOnly: in.Config.Workspace == "ro", BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}}}, nil
+		mounts := []mount.Mount{{Type: mount.TypeBind, Source: in.ProjectRoot, Target: WorkspacePath,
+			ReadOnly: in.Config.Workspace == "ro", BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}}}
+		if in.Config.Workspace == "rw" {
+			protected, err := protectedMounts(in.ProjectRoot, in.Protected)
+			if err != nil {
+				return nil, err
+			}
+			mounts = append(mounts, protected...)
+		}
+		return mounts, nil
 	case "none":
 		return []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName(in.Name), Target: WorkspacePath}}, nil
 	}
 	return nil, fmt.Errorf("workspace mode %q is not one of none, ro, rw", in.Config.Workspace)
+}
+
+// protectedMounts binds each protected path and pin of a rw workspace at its place under
+// WorkspacePath, parents before children so that none is hidden by a later one.
+func protectedMounts(root string, ms []protect.Mount) ([]mount.Mount, error) {
+	ms = slices.Clone(ms)
+	protect.SortMounts(ms)
+	out := make([]mount.Mount, 0, len(ms))
+	for i, m := range ms {
+		if m.Path == "" || m.Path == "." || path.IsAbs(m.Path) || path.Clean(m.Path) != m.Path || m.Path == ".." || strings.HasPrefix(m.Path, "../") {
+			return nil, fmt.Errorf("protected path %q is not a clean path inside the project", m.Path)
+		}
+		if i > 0 && ms[i-1].Path == m.Path {
+			return nil, fmt.Errorf("protected path %q is mounted twice", m.Path)
+		}
+		out = append(out, mount.Mount{Type: mount.TypeBind, Source: path.Join(root, m.Path), Target: path.Join(WorkspacePath, m.Path),
+			ReadOnly: m.ReadOnly, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
+	return out, nil
 }
 
 // VolumeSpec is the private workspace volume for sandbox name, carrying the container's labels.
@@ -328,6 +361,15 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) 
 	}
 	if len(ports) > 0 {
 		kept["ports"], _ = json.Marshal(ports)
+	}
+	if cfg.Workspace == config.WorkspaceRW {
+		// Only rw mounts them, so ro and none sandboxes keep their hash. Their order does not
+		// matter to what is protected.
+		paths := slices.Compact(slices.Sorted(slices.Values(cfg.ProtectedPaths)))
+		if paths == nil {
+			paths = []string{}
+		}
+		kept["protectedPaths"], _ = json.Marshal(paths)
 	}
 	out, err := json.Marshal(kept)
 	if err != nil {

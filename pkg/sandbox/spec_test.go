@@ -12,6 +12,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 func safeConfig() config.Config {
@@ -377,5 +378,100 @@ func TestBuildSpecAgent(t *testing.T) {
 	}
 	if spec.Hash != plain.Hash {
 		t.Error("the agent changed the config hash: sandboxes made before it would count as changed")
+	}
+}
+
+func TestBuildSpecProtectedPaths(t *testing.T) {
+	// Given children first: BuildSpec puts parents first.
+	protected := []protect.Mount{
+		{Path: ".git/hooks", ReadOnly: true, Reason: "protectedPaths entry .git/hooks", Create: protect.CreateDir},
+		{Path: "a/b/.git/config", ReadOnly: true},
+		{Path: "a/b/.git", Reason: "pinned"},
+		{Path: ".sbx.yaml", ReadOnly: true},
+		{Path: "a/b"}, {Path: "a"}, {Path: ".git"},
+	}
+	s := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.Workspace = "rw"
+		in.Protected = protected
+		in.AgentDir = "/state/agent/app"
+		in.Config.Binds = []config.Bind{{Source: "/home/u/app/data", Target: "/data"}}
+	})
+	rprivate := &mount.BindOptions{Propagation: mount.PropagationRPrivate}
+	bind := func(rel string, ro bool) mount.Mount {
+		return mount.Mount{Type: mount.TypeBind, Source: "/home/u/app/" + rel, Target: "/workspace/" + rel, ReadOnly: ro, BindOptions: rprivate}
+	}
+	want := []mount.Mount{
+		{Type: mount.TypeBind, Source: "/home/u/app", Target: "/workspace", BindOptions: rprivate},
+		bind(".git", false), bind(".sbx.yaml", true), bind("a", false),
+		bind(".git/hooks", true), bind("a/b", false),
+		bind("a/b/.git", false),
+		bind("a/b/.git/config", true),
+		{Type: mount.TypeBind, Source: "/state/agent/app", Target: AgentMountPath, BindOptions: rprivate},
+		{Type: mount.TypeBind, Source: "/home/u/app/data", Target: "/data", BindOptions: rprivate},
+	}
+	if !reflect.DeepEqual(s.Host.Mounts, want) {
+		t.Errorf("mounts\n got  %+v\n want %+v", s.Host.Mounts, want)
+	}
+	if protected[0].Path != ".git/hooks" {
+		t.Error("BuildSpec reordered its input")
+	}
+
+	// Only rw mounts them.
+	for _, mode := range []string{"ro", "none"} {
+		s := buildTestSpec(t, func(in *SpecInput) { in.Config.Workspace = mode; in.Protected = protected })
+		if len(s.Host.Mounts) != 1 {
+			t.Errorf("workspace %s: mounts %+v", mode, s.Host.Mounts)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "../x", "/etc", "a/../../x", "a/"} {
+		in := SpecInput{Name: "x", ProjectRoot: "/p", Config: safeConfig(), Protected: []protect.Mount{{Path: bad, ReadOnly: true}}}
+		in.Config.Workspace = "rw"
+		if _, err := BuildSpec(in); err == nil || !strings.Contains(err.Error(), "not a clean path") {
+			t.Errorf("protected path %q: %v", bad, err)
+		}
+	}
+	in := SpecInput{Name: "x", ProjectRoot: "/p", Config: safeConfig(), Protected: []protect.Mount{{Path: ".git"}, {Path: ".git", ReadOnly: true}}}
+	in.Config.Workspace = "rw"
+	if _, err := BuildSpec(in); err == nil || !strings.Contains(err.Error(), "mounted twice") {
+		t.Errorf("a path mounted twice: %v", err)
+	}
+}
+
+func TestConfigHashProtectedPaths(t *testing.T) {
+	// ro and none sandboxes keep their hash: the key is not in their shape at all.
+	for _, mode := range []string{"ro", "none"} {
+		a := buildTestSpec(t, func(in *SpecInput) { in.Config.Workspace = mode })
+		b := buildTestSpec(t, func(in *SpecInput) {
+			in.Config.Workspace = mode
+			in.Config.ProtectedPaths = []string{".git/hooks", ".vscode"}
+		})
+		if a.Hash != b.Hash || strings.Contains(a.Shape, "protectedPaths") {
+			t.Errorf("workspace %s: protectedPaths shaped the sandbox: %s", mode, b.Shape)
+		}
+	}
+	rw := func(paths []string, protected ...protect.Mount) *Spec {
+		return buildTestSpec(t, func(in *SpecInput) {
+			in.Config.Workspace = "rw"
+			in.Config.ProtectedPaths = paths
+			in.Protected = protected
+		})
+	}
+	a := rw([]string{".git/hooks", ".vscode"})
+	if !strings.Contains(a.Shape, `"protectedPaths":[".git/hooks",".vscode"]`) {
+		t.Errorf("rw shape without protectedPaths: %s", a.Shape)
+	}
+	if b := rw([]string{".vscode", ".git/hooks", ".vscode"}); b.Hash != a.Hash {
+		t.Error("the order or a repeat of protectedPaths changed the hash")
+	}
+	// What the tree held at create is not configuration: it does not change the hash.
+	if b := rw([]string{".git/hooks", ".vscode"}, protect.Mount{Path: ".vscode", ReadOnly: true}); b.Hash != a.Hash {
+		t.Error("the computed mounts changed the hash")
+	}
+	b := rw([]string{".git/hooks"})
+	if got := ShapeDiff(a.Shape, b.Shape); !reflect.DeepEqual(got, []string{"protectedPaths"}) {
+		t.Errorf("ShapeDiff = %v, want [protectedPaths]", got)
+	}
+	if empty, none := rw([]string{}), rw(nil); empty.Hash != none.Hash {
+		t.Error("an empty list and no list differ")
 	}
 }
