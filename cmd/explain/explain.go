@@ -14,6 +14,8 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/explain"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // ExplainOptions are the inputs of "sbx explain".
@@ -24,6 +26,8 @@ type ExplainOptions struct {
 	// Live asks the engine about the sandbox. nil means explain cannot ask, and says
 	// "not checked"; it is never called with --check.
 	Live func(ctx context.Context, r *config.Resolved) (*explain.Live, error)
+	// Protect finds the paths a rw workspace keeps read-only; it reads the project only.
+	Protect func(r *config.Resolved) (*protect.Plan, error)
 
 	Name   string
 	Tool   string
@@ -41,6 +45,10 @@ func NewCmdExplain(f *cmdutil.Factory, runF func(context.Context, *ExplainOption
 		},
 		Live: func(ctx context.Context, r *config.Resolved) (*explain.Live, error) {
 			return cmdutil.LiveState(ctx, f, r)
+		},
+		Protect: func(r *config.Resolved) (*protect.Plan, error) {
+			home, _ := f.HomeDir()
+			return sandbox.Protection(r.ProjectRoot, home, r.Config)
 		},
 	}
 	cmd := &cobra.Command{
@@ -89,6 +97,13 @@ func explainRun(ctx context.Context, opts *ExplainOptions) error {
 		return err
 	}
 	eo := explain.Options{Tool: opts.Tool}
+	if !opts.Check && opts.Protect != nil {
+		plan, err := opts.Protect(r)
+		eo.Protected = &explain.Protected{Plan: plan}
+		if err != nil {
+			eo.Protected.Error = err.Error()
+		}
+	}
 	if !opts.Check && opts.Live != nil {
 		live, err := opts.Live(ctx, r)
 		if err != nil {

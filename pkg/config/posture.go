@@ -100,7 +100,8 @@ func Posture(r *Resolved) []PostureItem {
 	}
 	switch c.Workspace {
 	case WorkspaceRW:
-		add("workspace", "workspace", LevelWeak, "project mounted read-write at "+WorkspaceTarget, "code can change and delete your project's files")
+		add("workspace", "workspace", LevelWeak, "project mounted read-write at "+WorkspaceTarget+", protected paths read-only",
+			"code can change and delete your project's files, and leave files your tools run: look before you run git or anything else in the project")
 	case WorkspaceRO:
 		add("workspace", "workspace", LevelOK, "project mounted read-only at "+WorkspaceTarget, "")
 	case WorkspaceNone:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 // Live is what the engine says about the sandbox. The lifecycle code fills it; explain only
@@ -32,6 +33,15 @@ type Options struct {
 	Tool string
 	// Live is the engine's answer; nil when the engine was not checked.
 	Live *Live
+	// Protected is what a rw workspace keeps read-only; nil when not looked for.
+	Protected *Protected
+}
+
+// Protected is what a rw workspace mounts read-only over the project (and the directories it
+// pins so they cannot be renamed), or why the sandbox cannot be created.
+type Protected struct {
+	*protect.Plan
+	Error string `json:"error,omitempty"`
 }
 
 // Report is everything explain shows. Its JSON field names are stable: scripts rely on them.
@@ -46,6 +56,8 @@ type Report struct {
 	Problems []Problem        `json:"problems"`
 	Warnings []Problem        `json:"warnings"`
 	Tools    Tools            `json:"tools"`
+	// Protected is null unless the workspace is rw and explain looked.
+	Protected *Protected `json:"protected"`
 	Engine   Engine           `json:"engine"`
 	Config   config.Config    `json:"config"` // secret-looking env values masked
 	Keys     []config.KeyInfo `json:"keys"`
@@ -188,6 +200,9 @@ func Build(r *config.Resolved, opts Options) Report {
 	}
 	if opts.Live != nil {
 		rep.Engine = Engine{Checked: true, Live: *opts.Live}
+	}
+	if p := opts.Protected; p != nil && (p.Plan != nil || p.Error != "") {
+		rep.Protected = p
 	}
 	return rep
 }

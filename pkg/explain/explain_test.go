@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -243,5 +244,34 @@ func TestWriteCheck(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("check output lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// What a rw workspace keeps read-only is listed, pins left out; a refusal is shown instead.
+func TestProtectedPaths(t *testing.T) {
+	r := resolve(t, scenario{})
+	plan := &protect.Plan{Root: goldenRoot, Mounts: []protect.Mount{
+		{Path: ".git", Reason: "pinned: on the way to .git/hooks"},
+		{Path: ".git/hooks", ReadOnly: true, Reason: "protectedPaths entry .git/hooks"},
+	}, Warnings: []string{"stopped looking after 100000 directory entries"}}
+	var buf bytes.Buffer
+	rep := Build(r, Options{Protected: &Protected{Plan: plan}})
+	if err := WriteText(&buf, rep, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"Protected paths (read-only over the rw workspace)\n  .git/hooks  protectedPaths entry .git/hooks\n", "warning  stopped looking"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "pinned") {
+		t.Errorf("a pin is listed:\n%s", out)
+	}
+	buf.Reset()
+	rep = Build(r, Options{Protected: &Protected{Error: ".vscode is a symbolic link"}})
+	if err := WriteJSON(&buf, rep); err != nil || !strings.Contains(buf.String(), `"protected": {
+    "error": ".vscode is a symbolic link"`) {
+		t.Errorf("json: %v\n%s", err, buf.String())
 	}
 }

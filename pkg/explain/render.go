@@ -37,6 +37,7 @@ func WriteText(w io.Writer, rep Report, opts TextOptions) error {
 	p.trust(rep)
 	p.settings(rep.Settings)
 	p.posture(rep.Posture)
+	p.protected(rep.Protected)
 	p.problems(rep)
 	p.tools(rep.Tools)
 	p.engine(rep)
@@ -271,6 +272,33 @@ func (p *printer) posture(items []Posture) {
 		if it.Key != "" {
 			p.line(pad + p.dim.Render(fmt.Sprintf("set by %s at %s", it.Key, it.Source)))
 		}
+	}
+}
+
+// protected lists what a rw workspace keeps read-only, leaving out the directories only pinned.
+func (p *printer) protected(pr *Protected) {
+	if pr == nil {
+		return
+	}
+	p.line("")
+	p.heading("Protected paths (read-only over the rw workspace)")
+	if pr.Error != "" {
+		p.line("  " + p.level(config.SeverityError) + " " + pr.Error)
+		return
+	}
+	var rows [][]string
+	for _, m := range pr.Mounts {
+		if m.ReadOnly {
+			rows = append(rows, []string{m.Path, m.Reason})
+		}
+	}
+	if len(rows) == 0 {
+		p.line("  none of the protected paths exist in the project")
+	} else {
+		p.rows(rows)
+	}
+	for _, w := range pr.Warnings {
+		p.line("  " + p.level(config.SeverityWarning) + " " + w)
 	}
 }
 
