@@ -57,10 +57,10 @@ type Report struct {
 	Warnings []Problem        `json:"warnings"`
 	Tools    Tools            `json:"tools"`
 	// Protected is null unless the workspace is rw and explain looked.
-	Protected *Protected `json:"protected"`
-	Engine   Engine           `json:"engine"`
-	Config   config.Config    `json:"config"` // secret-looking env values masked
-	Keys     []config.KeyInfo `json:"keys"`
+	Protected *Protected       `json:"protected"`
+	Engine    Engine           `json:"engine"`
+	Config    config.Config    `json:"config"` // secret-looking env values masked
+	Keys      []config.KeyInfo `json:"keys"`
 }
 
 // Sandbox identifies the sandbox and says where its execs run.
