@@ -431,10 +431,11 @@ func (r *Resolved) normalise() {
 			(*caps)[i] = strings.TrimPrefix(strings.ToUpper(name), "CAP_")
 		}
 	}
-	if c.SeccompProfile == "default" {
+	// "default" names the default in any case; other values keep their case for validation.
+	if strings.EqualFold(c.SeccompProfile, "default") {
 		c.SeccompProfile = ""
 	}
-	if c.ApparmorProfile == "default" {
+	if strings.EqualFold(c.ApparmorProfile, "default") {
 		c.ApparmorProfile = ""
 	}
 }

@@ -191,15 +191,21 @@ func (v *validator) network() {
 	switch {
 	case n == "":
 		v.refuse("network", n, "no network is set", "set network to none or bridge")
-	case n == "host":
+	case strings.EqualFold(n, "host"):
 		v.refuse("network", n, "host shares the host's network stack: the sandbox could reach every service listening on the host's loopback and bind its ports",
 			"use none (no network) or bridge (outbound access)")
-	case strings.HasPrefix(n, "container:"):
-		if !v.c.DangerouslyAllowContainerNamespaceJoin {
+	case strings.EqualFold(n, "none") && n != "none", strings.EqualFold(n, "bridge") && n != "bridge", strings.EqualFold(n, "default") && n != "default":
+		v.refuse("network", n, "network names are case-sensitive: the engine knows no network "+n,
+			"write it as "+strings.ToLower(n))
+	case len(n) >= len("container:") && strings.EqualFold(n[:len("container:")], "container:"):
+		switch rest := n[len("container:"):]; {
+		case !v.c.DangerouslyAllowContainerNamespaceJoin:
 			v.refuse("network", n, "joining another container's network namespace gives the sandbox everything that container can reach",
 				"use none or bridge; or, if you accept that, set dangerouslyAllowContainerNamespaceJoin: true in a config file")
-		} else if strings.TrimPrefix(n, "container:") == "" {
+		case rest == "":
 			v.refuse("network", n, "no container is named", "write it as container:NAME")
+		case !strings.HasPrefix(n, "container:"):
+			v.refuse("network", n, "network modes are case-sensitive", "write it as container:"+rest)
 		}
 	case !netNameRE.MatchString(n):
 		v.refuse("network", n, "not a network name", "use none, bridge or the name of a network from docker network ls")
@@ -434,7 +440,7 @@ func describe(written, form string) string {
 func (v *validator) securityProfiles() {
 	switch sp := v.c.SeccompProfile; {
 	case sp == "":
-	case sp == "unconfined":
+	case strings.EqualFold(sp, "unconfined"):
 		v.refuse("seccompProfile", sp, "unconfined turns off the system-call filter that keeps most of the kernel out of reach", "remove seccompProfile to use sbx's built-in profile")
 	case !filepath.IsAbs(sp):
 		v.refuse("seccompProfile", sp, "not an absolute path", "write the full path of the profile's JSON file")
@@ -445,7 +451,7 @@ func (v *validator) securityProfiles() {
 	}
 	switch ap := v.c.ApparmorProfile; {
 	case ap == "":
-	case ap == "unconfined":
+	case strings.EqualFold(ap, "unconfined"):
 		v.refuse("apparmorProfile", ap, "unconfined turns off AppArmor's confinement", "remove apparmorProfile to use the engine's default profile")
 	case !apparmorRE.MatchString(ap):
 		v.refuse("apparmorProfile", ap, "not an AppArmor profile name", "use the name of a loaded profile (aa-status lists them)")

@@ -78,6 +78,11 @@ var hostileConfigs = []hostileConfig{
 	// Network.
 	{name: "network host", key: "network", why: "shares the host's network stack", args: []string{"--network", "host"}},
 	{name: "network host from SBX_NETWORK", key: "network", why: "env:SBX_NETWORK", env: []string{"SBX_NETWORK=host"}},
+	{name: "network HOST (case)", key: "network", why: "shares the host's network stack", args: []string{"--network", "HOST"}},
+	{name: "network Host from the user file (case)", key: "network", why: "shares the host's network stack", userFile: "network: Host\n"},
+	{name: "network None (case)", key: "network", why: "network names are case-sensitive", args: []string{"--network", "None"}},
+	{name: "network Container:x with its switch (case)", key: "network", why: "network modes are case-sensitive",
+		userFile: "dangerouslyAllowContainerNamespaceJoin: true\nnetwork: Container:db\n"},
 	{name: "network host from a --config file", key: "network", why: "extra.yaml:1", configFile: "network: host\n"},
 	{name: "network of another container", key: "network", why: "another container's network namespace", file: "network: container:web\n"},
 	// Capabilities.
@@ -89,9 +94,11 @@ var hostileConfigs = []hostileConfig{
 	{name: "capDrop without ALL", key: "capDrop", why: "does not include ALL", file: "capDrop: [NET_RAW]\n"},
 	// Security profiles.
 	{name: "seccomp unconfined from SBX_SECCOMP_PROFILE", key: "seccompProfile", why: "turns off the system-call filter", env: []string{"SBX_SECCOMP_PROFILE=unconfined"}},
-	{name: "seccomp Unconfined (case: a relative path)", key: "seccompProfile", why: "not an absolute path", file: "seccompProfile: Unconfined\n"},
+	{name: "seccomp Unconfined (case)", key: "seccompProfile", why: "turns off the system-call filter", file: "seccompProfile: Unconfined\n"},
 	{name: "seccomp profile missing", key: "seccompProfile", why: "does not exist", file: "seccompProfile: /nonexistent/seccomp.json\n"},
 	{name: "apparmor unconfined", key: "apparmorProfile", why: "turns off AppArmor's confinement", file: "apparmorProfile: unconfined\n"},
+	{name: "apparmor Unconfined (case)", key: "apparmorProfile", why: "turns off AppArmor's confinement", userFile: "apparmorProfile: Unconfined\n"},
+	{name: "seccomp UNCONFINED (case)", key: "seccompProfile", why: "turns off the system-call filter", env: []string{"SBX_SECCOMP_PROFILE=UNCONFINED"}},
 	// Limits that would mean "unlimited".
 	{name: "pids limit 0", key: "pidsLimit", why: "below the minimum of 16", args: []string{"--pids-limit", "0"}},
 	{name: "pids limit -1 from SBX_PIDS_LIMIT", key: "pidsLimit", why: "below the minimum of 16", env: []string{"SBX_PIDS_LIMIT=-1"}},
