@@ -43,6 +43,15 @@ const (
 	LabelCreateSettings = "dev.sbx.create-settings"
 )
 
+// Whatever a sandbox writes to its main process's stdout or stderr (/proc/1/fd/1 is open to
+// every process of the sandbox user) lands in the engine's container log, on the engine's
+// disk: every sandbox gets one json-file log of at most logMaxSize, whatever the engine's
+// default driver, so sbx can still show the tail of a failed start.
+const (
+	logDriver  = "json-file"
+	logMaxSize = "1m"
+)
+
 // WorkspacePath is where the project (or the private volume) appears inside a sandbox.
 const WorkspacePath = "/workspace"
 
@@ -229,6 +238,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		PortBindings:   bindings,
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		LogConfig:      container.LogConfig{Type: logDriver, Config: map[string]string{"max-size": logMaxSize, "max-file": "1"}},
 		Runtime:        cfg.Runtime,
 		DNS:            slices.Clone(cfg.DNS),
 		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
@@ -356,6 +366,9 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) 
 	}
 	root, _ := json.Marshal(projectRoot)
 	kept["project"] = root
+	// Not a config key, but it shapes the container: sandboxes made before the cap show
+	// "logs" as changed and are recreated like any other drift.
+	kept["logs"], _ = json.Marshal(logDriver + " max-size=" + logMaxSize)
 	if cfg.SeccompProfile == "" {
 		kept["seccompProfile"], _ = json.Marshal(DefaultSeccompID())
 	}

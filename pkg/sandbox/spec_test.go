@@ -88,6 +88,12 @@ func TestBuildSpecSecurityDefaults(t *testing.T) {
 	if h.Init == nil || !*h.Init {
 		t.Error("init is off")
 	}
+	if lc := h.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "1m" || lc.Config["max-file"] != "1" {
+		t.Errorf("log config %+v: the container log must be capped", lc)
+	}
+	if !strings.Contains(s.Shape, `"logs":"json-file max-size=1m"`) {
+		t.Errorf("the log cap is not in the shape: %s", s.Shape)
+	}
 	if h.RestartPolicy.Name != container.RestartPolicyDisabled {
 		t.Errorf("restart policy %q", h.RestartPolicy.Name)
 	}

@@ -2,6 +2,8 @@ package adversarial_test
 
 import (
 	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -9,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -148,4 +152,45 @@ type countingWriter struct{ n *atomic.Int64 }
 func (w countingWriter) Write(p []byte) (int, error) {
 	w.n.Add(int64(len(p)))
 	return len(p), nil
+}
+
+// Every process of the sandbox user may write to the main process's stdout (/proc/1/fd/1),
+// which the engine keeps as the container's log on its own disk. 300 MiB written there leaves
+// at most the documented 1 MiB (json-file, max-size 1m, one file).
+func TestResourceAbuseContainerLogIsCapped(t *testing.T) {
+	sc := abuseGroup.start(t)
+	sc.case_(t)
+	s := newSBX(t)
+	name := sandboxName("logflood")
+	r := s.run("exec", "-n", name, "--", "bash", "-c", "head -c 314572800 /dev/zero | tr '\\0' x | fold -w 1023 >/proc/1/fd/1")
+	if r.code != 0 {
+		t.Fatalf("writing 300 MiB to pid 1's stdout: %s", r)
+	}
+	ctx := context.Background()
+	info, err := s.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc := info.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "1m" {
+		t.Errorf("log config %+v", lc)
+	}
+	logs, err := s.eng.ContainerLogs(ctx, info.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	n, err := io.Copy(io.Discard, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the engine serves is the kept log, demultiplexing headers included.
+	if n == 0 || n > 2<<20 {
+		t.Errorf("the container's log holds %d bytes of the 300 MiB, want at most about 1 MiB", n)
+	}
+	if fi, err := os.Stat(info.LogPath); err == nil && fi.Size() > 1<<20+64<<10 {
+		t.Errorf("the log file %s is %d bytes on the engine's disk", info.LogPath, fi.Size())
+	} else if err != nil {
+		t.Logf("the log file is not on this host (%v); checked what the engine serves", err)
+	}
+	s.alive(name)
 }
