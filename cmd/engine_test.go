@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -508,5 +509,83 @@ func TestCLINonRoot(t *testing.T) {
 	}
 	if r := c.run("rm", "-f"); r.code != 0 {
 		t.Fatalf("rm: %s", r.stderr)
+	}
+}
+
+// prune keeps a sandbox with a command in flight unless --busy, expires each sandbox by its
+// own prune settings, and keeps what this user's sbx never used.
+func TestCLIPruneRespectsLeasesAndOwners(t *testing.T) {
+	c := newCLI(t)
+	prefix := cliRun + "-pb"
+	state := &sandbox.StateStore{Dir: filepath.Join(c.home, ".state", "sbx"), Now: time.Now}
+	filter := "name=" + prefix + "-*"
+
+	// A sandbox with a command in flight, idle for two days by its record.
+	busy := prefix + "-busy"
+	cmd := c.cmd("exec", "-n", busy, "--", "sh", "-c", "echo started; exec sleep 600")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("the command did not start: %q %v", line, err)
+	}
+	if err := state.SetLastUsed(busy, time.Now().Add(-48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A sandbox whose own project keeps sandboxes three days, idle for two.
+	keep := prefix + "-keep"
+	c.write("keeper/.sbx.yaml", "prune:\n  idleHours: 72\n")
+	create := c.cmd("create", "-n", keep)
+	create.Dir = filepath.Join(c.project, "keeper")
+	if r := c.runIn(create); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	if err := state.SetLastUsed(keep, time.Now().Add(-48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another user's sandbox: made through another state directory, never used from here.
+	other := newCLI(t)
+	theirs := prefix + "-theirs"
+	if r := other.run("create", "-n", theirs); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+
+	r := c.run("prune", "-f", "--json", "--filter", filter)
+	var rep struct {
+		Removed, Busy, NotOurs []struct{ Name, Reason string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != 0 {
+		t.Fatalf("prune --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if len(rep.Removed) != 0 || len(rep.Busy) != 1 || rep.Busy[0].Name != busy || len(rep.NotOurs) != 1 || rep.NotOurs[0].Name != theirs {
+		t.Errorf("prune: removed %v, busy %v, not ours %v", rep.Removed, rep.Busy, rep.NotOurs)
+	}
+	// Even a rule that expires everything keeps what this user never used.
+	if r := c.run("prune", "-f", "--idle", "1ms", "--filter", "name="+theirs); r.code != 0 || strings.Contains(r.stdout, "removed") ||
+		!strings.Contains(r.stderr, "kept 1 sandboxes this user's sbx never used") {
+		t.Errorf("prune --idle 1ms of another user's sandbox: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, n := range []string{busy, keep, theirs} {
+		if len(c.containers(n)) != 1 {
+			t.Errorf("prune removed %s", n)
+		}
+	}
+	if r := c.run("prune", "-f", "--filter", filter); !strings.Contains(r.stderr, "kept "+busy+": a command is in flight (--busy removes it anyway)") {
+		t.Errorf("prune text: %s", r.stderr)
+	}
+
+	r = c.run("prune", "-f", "--busy", "--filter", filter)
+	if r.code != 0 || !strings.Contains(r.stdout, "removed "+busy) || len(c.containers(busy)) != 0 || len(c.containers(keep)) != 1 {
+		t.Errorf("prune --busy: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := other.run("rm", "-f", theirs); r.code != 0 {
+		t.Errorf("rm: %s", r.stderr)
 	}
 }

@@ -144,6 +144,13 @@ func reresolve(f *Factory, sb *sandbox.Sandbox) (sandbox.SpecInput, bool, error)
 	return spec, r.DependsOnName(), nil
 }
 
+// SandboxConfig resolves sb's configuration as it stands now: its project's files with the
+// flag settings it was created with.
+func SandboxConfig(f *Factory, sb *sandbox.Sandbox) (config.Config, error) {
+	in, _, err := reresolve(f, sb)
+	return in.Config, err
+}
+
 // ConfigState compares the config sb was created with against what its project resolves to
 // now, with its creation settings: "ok", "changed" with the differing keys, or "unknown" when
 // it cannot be resolved.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -33,6 +34,7 @@ type PruneOptions struct {
 	Filters   []string
 	DryRun    bool
 	Force     bool
+	Busy      bool
 	JSON      bool
 }
 
@@ -43,6 +45,11 @@ type Report struct {
 	Failed         []RemovedItem `json:"failed"`
 	OrphanStates   []string      `json:"orphanStateFiles"`
 	OrphanVolumes  []string      `json:"orphanVolumes"`
+	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
+	Busy []RemovedItem `json:"busy"`
+	// NotOurs are sandboxes this user's sbx never used (another user's, on a shared engine):
+	// their idle time is unknown here, so only --all removes them.
+	NotOurs        []RemovedItem `json:"notOurs"`
 	IdleLimit      string        `json:"idleLimit"`
 	MaxAgeLimit    string        `json:"maxAgeLimit"`
 	RemovedOrphans bool          `json:"removedOrphans"`
@@ -62,9 +69,14 @@ func NewCmdPrune(f *cmdutil.Factory, runF func(context.Context, *PruneOptions) e
 		Use:   "prune [flags]",
 		Short: "Remove expired sandboxes and the leftovers of removed ones",
 		Long: `Remove sbx-managed sandboxes idle longer than prune.idleHours or older than
-prune.maxAgeDays (--idle and --max-age override; 0 disables a rule; --all removes every one),
-plus state files and private workspace volumes left by sandboxes that no longer exist.
-Nothing without sbx's dev.sbx.managed=true label is ever touched.
+prune.maxAgeDays, each by its own configuration (--idle and --max-age override for all; 0
+disables a rule; --all removes every one), plus state files and private workspace volumes
+left by sandboxes that no longer exist. Nothing without sbx's dev.sbx.managed=true label is
+ever touched.
+
+A sandbox with a command in flight (exec, cp, sh, run, mcp...) is kept and reported as busy;
+--busy removes it anyway, ending that command. A sandbox this user's sbx never used (another
+user's, on a shared engine) has no idle time here and is kept unless --all.
 
 On a terminal prune lists what will go and asks; elsewhere it needs -f (or --dry-run), so
 CI writes "sbx prune -f". Exit 1 when any removal failed.`,
@@ -98,24 +110,23 @@ CI writes "sbx prune -f". Exit 1 when any removal failed.`,
 	fl.StringArrayVar(&opts.Filters, "filter", nil, "only sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be removed and remove nothing")
 	fl.BoolVarP(&opts.Force, "force", "f", false, "remove without asking")
+	fl.BoolVar(&opts.Busy, "busy", false, "also remove sandboxes with a command in flight (it is killed)")
 	fl.BoolVar(&opts.JSON, "json", false, "print the outcome as JSON")
 	return cmd
 }
 
 func pruneRun(ctx context.Context, opts *PruneOptions) error {
 	f := opts.Factory
-	rule := sandbox.PruneRule{Idle: opts.Idle, MaxAge: opts.MaxAge, All: opts.All}
+	flagRule := sandbox.PruneRule{Idle: opts.Idle, MaxAge: opts.MaxAge, All: opts.All}
+	// A rule from the project sbx runs in, for what the flags leave open: shown in the report,
+	// and used for a sandbox whose own config cannot be resolved any more.
+	rule := flagRule
 	if !opts.All && (!opts.IdleSet || !opts.MaxAgeSet) {
 		r, err := cmdutil.ResolveConfig(f, "")
 		if err != nil {
 			return err
 		}
-		if !opts.IdleSet {
-			rule.Idle = time.Duration(r.Config.Prune.IdleHours) * time.Hour
-		}
-		if !opts.MaxAgeSet {
-			rule.MaxAge = time.Duration(r.Config.Prune.MaxAgeDays) * 24 * time.Hour
-		}
+		rule = withConfig(flagRule, opts, r.Config)
 	}
 	filter, _ := sandbox.ParseFilters(opts.Filters)
 	m, err := cmdutil.Manager(ctx, f)
@@ -132,14 +143,28 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 			matching = append(matching, sb)
 		}
 	}
-	cands := sandbox.SelectExpired(matching, m.State.LastUsed, f.Now(), rule)
+	// Each sandbox expires by its own prune settings, unless flags say otherwise.
+	ruleFor := func(sb *sandbox.Sandbox) sandbox.PruneRule {
+		if opts.All || (opts.IdleSet && opts.MaxAgeSet) {
+			return rule
+		}
+		cfg, err := cmdutil.SandboxConfig(f, sb)
+		if err != nil {
+			return rule
+		}
+		return withConfig(flagRule, opts, cfg)
+	}
+	cands, notOurs := sandbox.SelectExpired(matching, m.State.LastUsed, f.Now(), ruleFor)
 	orphans, err := m.FindOrphans(ctx, all, filter)
 	if err != nil {
 		return err
 	}
-	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{},
+	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{}, Busy: []RemovedItem{}, NotOurs: []RemovedItem{},
 		OrphanStates: nonNil(orphans.StateFiles), OrphanVolumes: nonNil(orphans.Volumes),
 		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
+	for _, c := range notOurs {
+		rep.NotOurs = append(rep.NotOurs, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
+	}
 
 	if !opts.Force && !opts.DryRun && len(cands)+len(orphans.StateFiles)+len(orphans.Volumes) > 0 {
 		for _, c := range cands {
@@ -154,21 +179,21 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 	}
 
 	var failures []error
-	if opts.DryRun {
-		for _, c := range cands {
-			rep.Removed = append(rep.Removed, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
-		}
-	} else {
-		for _, res := range m.RemoveAll(ctx, cands, Parallel) {
-			item := RemovedItem{Name: res.Sandbox.Name, Reason: res.Reason}
-			if res.Err != nil {
-				item.Error = res.Err.Error()
-				rep.Failed = append(rep.Failed, item)
-				failures = append(failures, fmt.Errorf("removing %q: %w", res.Sandbox.Name, res.Err))
-				continue
-			}
+	for _, res := range m.RemoveAll(ctx, cands, Parallel, opts.Busy, opts.DryRun) {
+		item := RemovedItem{Name: res.Sandbox.Name, Reason: res.Reason}
+		switch {
+		case res.Busy:
+			item.Reason = "a command is in flight"
+			rep.Busy = append(rep.Busy, item)
+		case res.Err != nil:
+			item.Error = res.Err.Error()
+			rep.Failed = append(rep.Failed, item)
+			failures = append(failures, fmt.Errorf("removing %q: %w", res.Sandbox.Name, res.Err))
+		default:
 			rep.Removed = append(rep.Removed, item)
 		}
+	}
+	if !opts.DryRun {
 		if err := m.RemoveOrphans(ctx, orphans); err != nil {
 			failures = append(failures, err)
 		} else {
@@ -191,6 +216,12 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		if n := len(rep.OrphanStates) + len(rep.OrphanVolumes); n > 0 {
 			fmt.Fprintf(opts.IO.Out, "%s %d leftovers: %s\n", verb, n, strings.Join(append(rep.OrphanStates, rep.OrphanVolumes...), ", "))
 		}
+		for _, it := range rep.Busy {
+			opts.IO.Progressf("kept %s: a command is in flight (--busy removes it anyway)\n", it.Name)
+		}
+		if n := len(rep.NotOurs); n > 0 && !opts.IO.Quiet() {
+			opts.IO.Progressf("kept %d sandboxes this user's sbx never used (another user's, on a shared engine?): %s\n", n, names(rep.NotOurs))
+		}
 		if len(rep.Removed) == 0 && len(rep.Failed) == 0 {
 			opts.IO.Progressf("nothing to prune (idle limit %s, max age %s)\n", rep.IdleLimit, rep.MaxAgeLimit)
 		}
@@ -199,6 +230,25 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		return errs.New(err, errs.CodeError, errs.Hint(err))
 	}
 	return nil
+}
+
+// withConfig fills what the flags left open from a sandbox's prune settings.
+func withConfig(rule sandbox.PruneRule, opts *PruneOptions, cfg config.Config) sandbox.PruneRule {
+	if !opts.IdleSet {
+		rule.Idle = time.Duration(cfg.Prune.IdleHours) * time.Hour
+	}
+	if !opts.MaxAgeSet {
+		rule.MaxAge = time.Duration(cfg.Prune.MaxAgeDays) * 24 * time.Hour
+	}
+	return rule
+}
+
+func names(items []RemovedItem) string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Name)
+	}
+	return strings.Join(out, ", ")
 }
 
 func limit(d time.Duration, all bool) string {

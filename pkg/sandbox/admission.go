@@ -180,16 +180,16 @@ func (m *Manager) makeRoom(ctx context.Context, cfg config.Config, name string) 
 		if need <= 0 {
 			return nil, nil
 		}
-		lease, err := flockFile(ctx, m.State.leasePath(sb.Name), true, false)
+		lease, err := m.exclusiveLease(ctx, sb.Name)
 		if errors.Is(err, errLocked) {
 			busy = append(busy, sb.Name)
 			continue
 		}
 		if err != nil {
-			return nil, errs.Failure(fmt.Errorf("maxRunning: checking the lease of sandbox %q: %w", sb.Name, err), "")
+			return nil, fmt.Errorf("maxRunning: %w", err)
 		}
 		err = m.evict(ctx, sb, cfg, name)
-		lease.Close()
+		lease.Release()
 		if err != nil {
 			return nil, err
 		}

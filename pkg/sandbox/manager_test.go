@@ -369,23 +369,34 @@ func TestSelectExpired(t *testing.T) {
 	mk := func(name string, age time.Duration) *sandbox.Sandbox {
 		return &sandbox.Sandbox{Name: name, CreatedAt: clock.Add(-age)}
 	}
-	list := []*sandbox.Sandbox{mk("fresh", time.Hour), mk("idle", 3*time.Hour), mk("ancient", 10*24*time.Hour), mk("nostate", 30*time.Hour)}
-	last := map[string]time.Time{"fresh": clock.Add(-time.Minute), "idle": clock.Add(-26 * time.Hour), "ancient": clock}
+	list := []*sandbox.Sandbox{mk("fresh", time.Hour), mk("idle", 3*time.Hour), mk("ancient", 10*24*time.Hour), mk("nostate", 30*time.Hour), mk("keeper", 3*time.Hour)}
+	last := map[string]time.Time{"fresh": clock.Add(-time.Minute), "idle": clock.Add(-26 * time.Hour), "ancient": clock, "keeper": clock.Add(-26 * time.Hour)}
 	lookup := func(n string) (time.Time, bool) { t, ok := last[n]; return t, ok }
-	got := sandbox.SelectExpired(list, lookup, clock, sandbox.PruneRule{Idle: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour})
+	rules := func(r sandbox.PruneRule) func(*sandbox.Sandbox) sandbox.PruneRule {
+		return func(sb *sandbox.Sandbox) sandbox.PruneRule {
+			if sb.Name == "keeper" && !r.All { // its own config keeps it two days
+				return sandbox.PruneRule{Idle: 48 * time.Hour}
+			}
+			return r
+		}
+	}
+	got, notOurs := sandbox.SelectExpired(list, lookup, clock, rules(sandbox.PruneRule{Idle: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour}))
 	var names []string
 	for _, c := range got {
 		names = append(names, c.Sandbox.Name+":"+c.Reason)
 	}
-	want := "idle:idle 26h > 24h,ancient:age 10d > 7d,nostate:idle 30h > 24h"
-	if strings.Join(names, ",") != want {
+	if want := "idle:idle 26h > 24h,ancient:age 10d > 7d"; strings.Join(names, ",") != want {
 		t.Errorf("got %s\nwant %s", strings.Join(names, ","), want)
 	}
-	if n := len(sandbox.SelectExpired(list, lookup, clock, sandbox.PruneRule{})); n != 0 {
-		t.Errorf("disabled rules selected %d", n)
+	// Never used by this user: its 30 hours since creation say nothing about its use.
+	if len(notOurs) != 1 || notOurs[0].Sandbox.Name != "nostate" {
+		t.Errorf("not ours: %v", notOurs)
 	}
-	if n := len(sandbox.SelectExpired(list, lookup, clock, sandbox.PruneRule{All: true})); n != 4 {
-		t.Errorf("--all selected %d", n)
+	if got, _ := sandbox.SelectExpired(list, lookup, clock, rules(sandbox.PruneRule{})); len(got) != 0 {
+		t.Errorf("disabled rules selected %d", len(got))
+	}
+	if got, _ := sandbox.SelectExpired(list, lookup, clock, rules(sandbox.PruneRule{All: true})); len(got) != 5 {
+		t.Errorf("--all selected %d", len(got))
 	}
 }
 

@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -83,35 +85,41 @@ type PruneCandidate struct {
 	Reason  string
 }
 
-// SelectExpired picks the sandboxes that rule expires at now. It is pure.
-func SelectExpired(list []*Sandbox, lastUsed func(string) (time.Time, bool), now time.Time, rule PruneRule) []PruneCandidate {
-	var out []PruneCandidate
+// SelectExpired picks the sandboxes that their rule expires at now, and says which it passed
+// over because this user's sbx never used them: on a shared engine another user's sandbox has
+// no last-use record here, and its creation time says nothing about its use. It is pure.
+func SelectExpired(list []*Sandbox, lastUsed func(string) (time.Time, bool), now time.Time, ruleFor func(*Sandbox) PruneRule) (expired, notOurs []PruneCandidate) {
 	for _, sb := range list {
-		last, ok := lastUsed(sb.Name)
-		if !ok {
-			last = sb.CreatedAt
-		}
+		rule := ruleFor(sb)
+		last, ours := lastUsed(sb.Name)
 		idle, age := now.Sub(last), now.Sub(sb.CreatedAt)
 		switch {
 		case rule.All:
-			out = append(out, PruneCandidate{sb, "--all"})
+			expired = append(expired, PruneCandidate{sb, "--all"})
+		case !ours:
+			notOurs = append(notOurs, PruneCandidate{sb, "no use recorded by this user"})
 		case rule.MaxAge > 0 && age > rule.MaxAge:
-			out = append(out, PruneCandidate{sb, fmt.Sprintf("age %s > %s", HumanDuration(age), HumanDuration(rule.MaxAge))})
+			expired = append(expired, PruneCandidate{sb, fmt.Sprintf("age %s > %s", HumanDuration(age), HumanDuration(rule.MaxAge))})
 		case rule.Idle > 0 && idle > rule.Idle:
-			out = append(out, PruneCandidate{sb, fmt.Sprintf("idle %s > %s", HumanDuration(idle), HumanDuration(rule.Idle))})
+			expired = append(expired, PruneCandidate{sb, fmt.Sprintf("idle %s > %s", HumanDuration(idle), HumanDuration(rule.Idle))})
 		}
 	}
-	return out
+	return expired, notOurs
 }
 
-// PruneResult is the outcome for one sandbox.
+// PruneResult is the outcome for one sandbox. Busy means a command was in flight in it, so
+// it was left alone.
 type PruneResult struct {
 	PruneCandidate
-	Err error
+	Busy bool
+	Err  error
 }
 
-// RemoveAll removes the candidates with at most parallel removals at once.
-func (m *Manager) RemoveAll(ctx context.Context, cands []PruneCandidate, parallel int) []PruneResult {
+// RemoveAll removes the candidates with at most parallel removals at once. Each removal holds
+// the sandbox's lease exclusively, as eviction does: a sandbox with a command in flight is left
+// alone (Busy) unless busyToo, and no command can start in one while it goes. With dryRun it
+// only finds which are busy.
+func (m *Manager) RemoveAll(ctx context.Context, cands []PruneCandidate, parallel int, busyToo, dryRun bool) []PruneResult {
 	results := make([]PruneResult, len(cands))
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
@@ -121,11 +129,45 @@ func (m *Manager) RemoveAll(ctx context.Context, cands []PruneCandidate, paralle
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = PruneResult{PruneCandidate: c, Err: m.removeContainer(ctx, c.Sandbox, true)}
+			results[i] = PruneResult{PruneCandidate: c}
+			lease, err := m.exclusiveLease(ctx, c.Sandbox.Name)
+			switch {
+			case errors.Is(err, errLocked) && !busyToo:
+				results[i].Busy = true
+				return
+			case errors.Is(err, errLocked):
+			case err != nil:
+				results[i].Err = err
+				return
+			}
+			defer lease.Release()
+			if !dryRun {
+				results[i].Err = m.removeContainer(ctx, c.Sandbox, true)
+			}
 		}()
 	}
 	wg.Wait()
 	return results
+}
+
+// exclusiveLease takes sandbox name's lease exclusively without waiting: errLocked when a
+// command holds it. Without a state dir nothing can be in flight that sbx knows of.
+func (m *Manager) exclusiveLease(ctx context.Context, name string) (*Lease, error) {
+	if m.State == nil {
+		return nil, nil
+	}
+	path := m.State.leasePath(name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil
+	}
+	f, err := flockFile(ctx, path, true, false)
+	if err != nil {
+		if errors.Is(err, errLocked) {
+			return nil, err
+		}
+		return nil, errs.Failure(fmt.Errorf("checking the lease of sandbox %q: %w", name, err), "")
+	}
+	return &Lease{f: f}, nil
 }
 
 // Orphans are leftovers of removed sandboxes: state files and labelled workspace volumes
