@@ -40,11 +40,11 @@ type PruneOptions struct {
 
 // Report is the --json output of "sbx prune". Field names are stable.
 type Report struct {
-	DryRun         bool          `json:"dryRun"`
-	Removed        []RemovedItem `json:"removed"`
-	Failed         []RemovedItem `json:"failed"`
-	OrphanStates   []string      `json:"orphanStateFiles"`
-	OrphanVolumes  []string      `json:"orphanVolumes"`
+	DryRun        bool          `json:"dryRun"`
+	Removed       []RemovedItem `json:"removed"`
+	Failed        []RemovedItem `json:"failed"`
+	OrphanStates  []string      `json:"orphanStateFiles"`
+	OrphanVolumes []string      `json:"orphanVolumes"`
 	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
 	Busy []RemovedItem `json:"busy"`
 	// NotOurs are sandboxes this user's sbx never used (another user's, on a shared engine):
