@@ -197,7 +197,7 @@ func TestCLIBrowserDesktop(t *testing.T) {
 			t.Errorf("label %s carries the password", k)
 		}
 	}
-	if !info.HostConfig.ReadonlyRootfs || !slices.Equal(info.HostConfig.CapDrop, []string{"ALL"}) || string(info.HostConfig.NetworkMode) != "bridge" {
+	if !info.HostConfig.ReadonlyRootfs || !slices.Equal(info.HostConfig.CapDrop, []string{"ALL"}) || string(info.HostConfig.NetworkMode) != sandbox.NetworkName(name) {
 		t.Errorf("hardening: read-only %v, capDrop %v, network %s", info.HostConfig.ReadonlyRootfs, info.HostConfig.CapDrop, info.HostConfig.NetworkMode)
 	}
 }

@@ -143,6 +143,8 @@ type fakeBrowser struct {
 	host    *container.HostConfig
 	state   container.State
 	removed bool
+	// networkLabels are those the sandbox's network was created with.
+	networkLabels map[string]string
 }
 
 func newFakeBrowser(t *testing.T) *fakeBrowser {
@@ -157,6 +159,14 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 		ImageInspectFn: func(_ context.Context, ref string) (image.InspectResponse, error) {
 			return image.InspectResponse{ID: "sha256:" + ref}, nil
 		},
+		NetworkCreateFn: func(_ context.Context, _ string, opts network.CreateOptions) (network.CreateResponse, error) {
+			fb.networkLabels = opts.Labels
+			return network.CreateResponse{ID: "n1"}, nil
+		},
+		NetworkInspectFn: func(_ context.Context, name string, _ network.InspectOptions) (network.Inspect, error) {
+			return network.Inspect{ID: "n1", Name: name, Labels: fb.networkLabels}, nil
+		},
+		NetworkRemoveFn: func(context.Context, string) error { return nil },
 		ContainerCreateFn: func(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
 			fb.name, fb.cfg, fb.host = name, cfg, host
 			return container.CreateResponse{ID: "b1"}, nil
@@ -197,7 +207,7 @@ func TestBrowserRun(t *testing.T) {
 	if fb.name != sandbox.ContainerName(def+"-browser") {
 		t.Errorf("container %q, want the project's name with -browser", fb.name)
 	}
-	if fb.cfg.Image != images.BrowserTag || fb.cfg.Labels[sandbox.LabelProfile] != images.ProfileBrowser || fb.host.NetworkMode != "bridge" {
+	if fb.cfg.Image != images.BrowserTag || fb.cfg.Labels[sandbox.LabelProfile] != images.ProfileBrowser || string(fb.host.NetworkMode) != sandbox.NetworkName(def+"-browser") {
 		t.Errorf("image %s profile %s network %s", fb.cfg.Image, fb.cfg.Labels[sandbox.LabelProfile], fb.host.NetworkMode)
 	}
 	var password string

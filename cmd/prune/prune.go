@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,8 @@ type Report struct {
 	Failed        []RemovedItem `json:"failed"`
 	OrphanStates  []string      `json:"orphanStateFiles"`
 	OrphanVolumes []string      `json:"orphanVolumes"`
+	// OrphanNetworks are networks of their own (network: bridge) of removed sandboxes.
+	OrphanNetworks []string `json:"orphanNetworks"`
 	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
 	Busy []RemovedItem `json:"busy"`
 	// NotOurs are sandboxes this user's sbx never used (another user's, on a shared engine):
@@ -160,17 +163,17 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		return err
 	}
 	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{}, Busy: []RemovedItem{}, NotOurs: []RemovedItem{},
-		OrphanStates: nonNil(orphans.StateFiles), OrphanVolumes: nonNil(orphans.Volumes),
+		OrphanStates: nonNil(orphans.StateFiles), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
 		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
 	for _, c := range notOurs {
 		rep.NotOurs = append(rep.NotOurs, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
 	}
 
-	if !opts.Force && !opts.DryRun && len(cands)+len(orphans.StateFiles)+len(orphans.Volumes) > 0 {
+	if !opts.Force && !opts.DryRun && len(cands)+len(orphans.StateFiles)+len(orphans.Volumes)+len(orphans.Networks) > 0 {
 		for _, c := range cands {
 			fmt.Fprintf(opts.IO.ErrOut, "  %s (%s)\n", c.Sandbox.Name, c.Reason)
 		}
-		if n := len(orphans.StateFiles) + len(orphans.Volumes); n > 0 {
+		if n := len(orphans.StateFiles) + len(orphans.Volumes) + len(orphans.Networks); n > 0 {
 			fmt.Fprintf(opts.IO.ErrOut, "  %d leftovers of removed sandboxes\n", n)
 		}
 		if !cmdutil.Confirm(opts.IO, fmt.Sprintf("Remove %d sandboxes? [y/N] ", len(cands))) {
@@ -213,8 +216,8 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		for _, it := range rep.Removed {
 			fmt.Fprintf(opts.IO.Out, "%s %s (%s)\n", verb, it.Name, it.Reason)
 		}
-		if n := len(rep.OrphanStates) + len(rep.OrphanVolumes); n > 0 {
-			fmt.Fprintf(opts.IO.Out, "%s %d leftovers: %s\n", verb, n, strings.Join(append(rep.OrphanStates, rep.OrphanVolumes...), ", "))
+		if left := slices.Concat(rep.OrphanStates, rep.OrphanVolumes, rep.OrphanNetworks); len(left) > 0 {
+			fmt.Fprintf(opts.IO.Out, "%s %d leftovers: %s\n", verb, len(left), strings.Join(left, ", "))
 		}
 		for _, it := range rep.Busy {
 			opts.IO.Progressf("kept %s: a command is in flight (--busy removes it anyway)\n", it.Name)

@@ -64,7 +64,7 @@ func Posture(r *Resolved) []PostureItem {
 	case strings.HasPrefix(n, "container:"):
 		add("network", "network", LevelDanger, n+": shares that container's network namespace", "the sandbox reaches everything that container can, including its loopback services")
 	case n == "bridge" || n == "default":
-		detail := "bridge: outbound access"
+		detail := "bridge: outbound access, on a network of its own (no other container reaches it)"
 		if src := r.Sources["network"]; src.Layer == LayerProfile && src.Name == images.ProfileBrowser {
 			detail += " (the browser profile needs it to publish its ports on 127.0.0.1)"
 		}

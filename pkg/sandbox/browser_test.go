@@ -37,6 +37,9 @@ type browserEngine struct {
 	bindings  nat.PortMap
 	logs      string
 	inspectBy []string
+	network   string
+	// networkLabels are those the sandbox's network was created with.
+	networkLabels map[string]string
 }
 
 func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
@@ -49,6 +52,20 @@ func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 		T: t,
 		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
 			return image.InspectResponse{ID: "sha256:img"}, nil
+		},
+		NetworkCreateFn: func(_ context.Context, name string, opts network.CreateOptions) (network.CreateResponse, error) {
+			e.network, e.networkLabels = name, opts.Labels
+			return network.CreateResponse{ID: "n1"}, nil
+		},
+		NetworkInspectFn: func(_ context.Context, name string, _ network.InspectOptions) (network.Inspect, error) {
+			if name != e.network {
+				return network.Inspect{}, errNotFound
+			}
+			return network.Inspect{ID: "n1", Name: name, Labels: e.networkLabels}, nil
+		},
+		NetworkRemoveFn: func(_ context.Context, id string) error {
+			e.removed = append(e.removed, "network "+id)
+			return nil
 		},
 		ContainerCreateFn: func(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
 			e.created, e.host = cfg, host
@@ -151,7 +168,7 @@ func TestStartBrowserDesktop(t *testing.T) {
 			t.Errorf("%s bound as %v", p, bs)
 		}
 	}
-	if !e.host.ReadonlyRootfs || !slices.Equal(e.host.CapDrop, []string{"ALL"}) || e.host.NetworkMode != "bridge" {
+	if !e.host.ReadonlyRootfs || !slices.Equal(e.host.CapDrop, []string{"ALL"}) || string(e.host.NetworkMode) != e.network || e.network != sandbox.NetworkName("app-123456-browser") {
 		t.Errorf("hardening lost: %+v", e.host)
 	}
 	if len(e.removed) != 0 {
@@ -210,8 +227,8 @@ func TestStartBrowserFailures(t *testing.T) {
 			if errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(se.Summary(), "  sbx-browser: error: SBX_VNC_PASSWORD is empty\n") {
 				t.Errorf("exit %d, summary %q", errs.ExitCode(err), se.Summary())
 			}
-			if !slices.Equal(e.removed, []string{"c1"}) {
-				t.Errorf("removed %v, want the failed sandbox", e.removed)
+			if !slices.Equal(e.removed, []string{"c1", "network n1"}) {
+				t.Errorf("removed %v, want the failed sandbox and its network", e.removed)
 			}
 			if time.Since(start) > 5*time.Second {
 				t.Errorf("took %s", time.Since(start))

@@ -80,6 +80,15 @@ func (s *Sandbox) PublishedPorts() []string {
 	return shape.Ports
 }
 
+// hasOwnNetwork reports whether the sandbox was made with a network of its own (network.go).
+func (s *Sandbox) hasOwnNetwork() bool {
+	var shape struct {
+		Own bool `json:"ownNetwork"`
+	}
+	_ = json.Unmarshal([]byte(s.Labels[LabelConfig]), &shape)
+	return shape.Own
+}
+
 // hasCreateInputs reports whether the sandbox was made with more than its config files say.
 func (s *Sandbox) hasCreateInputs() bool {
 	return s.Labels[LabelCreateSettings] != "" || len(s.PublishedPorts()) > 0
@@ -300,6 +309,11 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 			return nil, err
 		}
 	}
+	if n := spec.NetworkSpec(); n != nil {
+		if err := m.ensureNetwork(ctx, in.Name, n); err != nil {
+			return nil, err
+		}
+	}
 	if vol := spec.VolumeSpec(); vol != nil {
 		// Creating a named volume that exists returns it, so racing callers agree.
 		if _, err := m.Engine.VolumeCreate(ctx, *vol); err != nil {
@@ -465,6 +479,11 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 	if sb.Labels[LabelWorkspace] == "none" {
 		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.Name), true); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
+		}
+	}
+	if sb.hasOwnNetwork() {
+		if err := m.removeNetwork(ctx, sb.Name); err != nil {
+			return err
 		}
 	}
 	if err := m.State.Remove(sb.Name); err != nil {

@@ -346,6 +346,13 @@ func TestFindOrphans(t *testing.T) {
 			vol("sbx-Bad-ws", ours("Bad")),
 			vol("sbx-other-ws", map[string]string{sandbox.LabelName: "other"}),
 		}}, nil
+	}, NetworkListFn: func(context.Context, network.ListOptions) ([]network.Summary, error) {
+		return []network.Summary{
+			{Name: "sbx-gone-net", Labels: ours("gone")},
+			{Name: "sbx-live-net", Labels: ours("live")},
+			{Name: "mynet", Labels: ours("gone")},
+			{Name: "sbx-x-net", Labels: map[string]string{sandbox.LabelName: "x"}},
+		}, nil
 	}}
 	m := fakeManager(t, fake)
 	for _, n := range []string{"gone", "live"} {
@@ -360,8 +367,8 @@ func TestFindOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) {
-		t.Errorf("orphans %+v, want state file gone and volume sbx-gone-ws", o)
+	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net"}) {
+		t.Errorf("orphans %+v, want state file gone, volume sbx-gone-ws and network sbx-gone-net", o)
 	}
 }
 

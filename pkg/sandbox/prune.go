@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
@@ -175,6 +176,7 @@ func (m *Manager) exclusiveLease(ctx context.Context, name string) (*Lease, erro
 type Orphans struct {
 	StateFiles []string
 	Volumes    []string
+	Networks   []string
 }
 
 // FindOrphans lists leftovers that match filter, given the sandboxes that still exist. A state
@@ -207,7 +209,8 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 			o.Volumes = append(o.Volumes, v.Name)
 		}
 	}
-	return o, nil
+	o.Networks, err = m.orphanNetworks(ctx, alive, filter)
+	return o, err
 }
 
 // RemoveOrphans deletes what FindOrphans found and returns the first failure.
@@ -221,6 +224,11 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 	for _, v := range o.Volumes {
 		if err := m.Engine.VolumeRemove(ctx, v, false); err != nil && first == nil {
 			first = engineErr("removing volume "+v, err)
+		}
+	}
+	for _, n := range o.Networks {
+		if err := m.Engine.NetworkRemove(ctx, n); err != nil && !cerrdefs.IsNotFound(err) && first == nil {
+			first = engineErr("removing network "+n, err)
 		}
 	}
 	return first

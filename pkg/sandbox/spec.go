@@ -234,7 +234,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		CapDrop:        slices.Clone(cfg.CapDrop),
 		CapAdd:         slices.Clone(cfg.CapAdd),
 		SecurityOpt:    secOpts,
-		NetworkMode:    container.NetworkMode(cfg.Network),
+		NetworkMode:    container.NetworkMode(networkMode(in.Name, cfg.Network)),
 		PortBindings:   bindings,
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
@@ -369,6 +369,10 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) 
 	// Not a config key, but it shapes the container: sandboxes made before the cap show
 	// "logs" as changed and are recreated like any other drift.
 	kept["logs"], _ = json.Marshal(logDriver + " max-size=" + logMaxSize)
+	if ownsNetwork(cfg.Network) {
+		// Likewise: sandboxes made on the shared bridge show this as changed.
+		kept["ownNetwork"], _ = json.Marshal(true)
+	}
 	if cfg.SeccompProfile == "" {
 		kept["seccompProfile"], _ = json.Marshal(DefaultSeccompID())
 	}

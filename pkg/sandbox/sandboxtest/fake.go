@@ -49,6 +49,10 @@ type FakeEngine struct {
 	VolumeCreateFn          func(ctx context.Context, options volume.CreateOptions) (volume.Volume, error)
 	VolumeListFn            func(ctx context.Context, options volume.ListOptions) (volume.ListResponse, error)
 	VolumeRemoveFn          func(ctx context.Context, volumeID string, force bool) error
+	NetworkCreateFn         func(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)
+	NetworkInspectFn        func(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error)
+	NetworkListFn           func(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
+	NetworkRemoveFn         func(ctx context.Context, networkID string) error
 }
 
 var _ sandbox.Engine = (*FakeEngine)(nil)
@@ -236,4 +240,32 @@ func (f *FakeEngine) VolumeRemove(ctx context.Context, volumeID string, force bo
 		return f.unstubbed("VolumeRemove")
 	}
 	return f.VolumeRemoveFn(ctx, volumeID, force)
+}
+
+func (f *FakeEngine) NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error) {
+	if f.NetworkCreateFn == nil {
+		return network.CreateResponse{}, f.unstubbed("NetworkCreate")
+	}
+	return f.NetworkCreateFn(ctx, name, options)
+}
+
+func (f *FakeEngine) NetworkInspect(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error) {
+	if f.NetworkInspectFn == nil {
+		return network.Inspect{}, f.unstubbed("NetworkInspect")
+	}
+	return f.NetworkInspectFn(ctx, networkID, options)
+}
+
+func (f *FakeEngine) NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error) {
+	if f.NetworkListFn == nil {
+		return nil, f.unstubbed("NetworkList")
+	}
+	return f.NetworkListFn(ctx, options)
+}
+
+func (f *FakeEngine) NetworkRemove(ctx context.Context, networkID string) error {
+	if f.NetworkRemoveFn == nil {
+		return f.unstubbed("NetworkRemove")
+	}
+	return f.NetworkRemoveFn(ctx, networkID)
 }
