@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -134,7 +135,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	b, err := m.StartBrowser(ctx, in, sandbox.BrowserOptions{})
 	var startErr *sandbox.BrowserStartError
 	if errors.As(err, &startErr) {
-		fmt.Fprint(opts.IO.ErrOut, startErr.Summary())
+		printStartFailure(opts.IO.ErrOut, startErr)
 	}
 	if err != nil {
 		return err
@@ -150,6 +151,11 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 		return cmdutil.WriteJSON(opts.IO.Out, res)
 	}
 	return printEndpoints(opts.IO, res)
+}
+
+// printStartFailure writes the end of a failed browser's log before the error.
+func printStartFailure(w io.Writer, e *sandbox.BrowserStartError) {
+	fmt.Fprint(w, e.Summary())
 }
 
 // printEndpoints writes the endpoint table on stdout, the only place the password appears.

@@ -188,7 +188,12 @@ func listRun(ctx context.Context, opts *ShOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, entries)
 	}
-	now := f.Now()
+	printSessions(opts.IO, entries, f.Now())
+	return nil
+}
+
+// printSessions writes the session table, with ages as of now.
+func printSessions(io *iostreams.IOStreams, entries []SessionEntry, now time.Time) {
 	t := cmdutil.Table{Headers: []string{"SESSION", "STATE", "CWD", "AGE", "IDLE"}}
 	for _, e := range entries {
 		age, idle := "-", "-"
@@ -204,6 +209,5 @@ func listRun(ctx context.Context, opts *ShOptions) error {
 		}
 		t.Rows = append(t.Rows, []string{e.Session, e.State, cwd, age, idle})
 	}
-	t.Print(opts.IO)
-	return nil
+	t.Print(io)
 }
