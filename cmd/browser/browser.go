@@ -153,9 +153,10 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	return printEndpoints(opts.IO, res)
 }
 
-// printStartFailure writes the end of a failed browser's log before the error.
+// printStartFailure writes the end of a failed browser's log, which the sandbox wrote,
+// before the error.
 func printStartFailure(w io.Writer, e *sandbox.BrowserStartError) {
-	fmt.Fprint(w, e.Summary())
+	fmt.Fprint(w, cmdutil.SafeLines(e.Summary()))
 }
 
 // printEndpoints writes the endpoint table on stdout, the only place the password appears.

@@ -269,3 +269,13 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
+
+// The end of a failed browser's log is what the sandbox printed: shown, it is escaped.
+func TestPrintStartFailureEscapesTheLog(t *testing.T) {
+	var b bytes.Buffer
+	printStartFailure(&b, &sandbox.BrowserStartError{Name: "b", Err: errors.New("no"), Tail: []string{"chromium: ok", "\x1b]0;pwned\x07\x1b[2J\r\u202e"}})
+	want := "last 2 lines of the browser sandbox's log:\n  chromium: ok\n  \\u001b]0;pwned\\u0007\\u001b[2J\\u000d\\u202e\n"
+	if b.String() != want {
+		t.Errorf("got %q\nwant %q", b.String(), want)
+	}
+}

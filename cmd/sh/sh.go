@@ -139,10 +139,11 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 	return ExitFor(res, timeout, r)
 }
 
-// Announce says on stderr when a call started a new shell, or when the shell ended.
+// Announce says on stderr when a call started a new shell, or when the shell ended. The
+// exit status it may quote is read from a file in the sandbox.
 func Announce(io *iostreams.IOStreams, session string, res *sandbox.ShellResult) {
 	if msg := res.Notice(session); msg != "" {
-		io.Progressf("sbx: %s\n", msg)
+		io.Progressf("sbx: %s\n", cmdutil.SafeText(msg))
 	}
 }
 
