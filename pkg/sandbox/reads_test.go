@@ -16,8 +16,9 @@ import (
 // What a sandbox says comes back to sbx through these fakes, which stream far more than sbx
 // may keep: each test checks both the answer and that sbx's heap never held it.
 
-// flood is more output than any cap sbx keeps, and more than a test may see allocated.
-const flood = 64 << 20
+// flood is more output than any cap sbx keeps, and more than sbx's own work (some 17 MiB under
+// the race detector, to fill a 4 MiB buffer and fail) could hide.
+const flood = 256 << 20
 
 func answering(t *testing.T, answer func(cmd []string) sandboxtest.Answer) *sandbox.Manager {
 	// A sandbox that still runs, when sbx asks after a failed check.
