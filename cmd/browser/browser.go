@@ -166,7 +166,8 @@ func printEndpoints(io *iostreams.IOStreams, res Result) error {
 		rows = append(rows, []string{"novnc", v.URL, v.Password})
 	}
 	cmdutil.Table{Headers: []string{"ENDPOINT", "URL", "PASSWORD"}, Rows: rows}.Print(io)
-	io.Progressf("sandbox %s runs %s; remove it with: sbx rm -f %s\n", res.Name, res.Browser, res.Name)
+	// The product string is what Chromium in the sandbox said it is.
+	io.Progressf("sandbox %s runs %s; remove it with: sbx rm -f %s\n", res.Name, cmdutil.SafeText(res.Browser), res.Name)
 	return nil
 }
 

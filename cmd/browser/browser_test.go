@@ -279,3 +279,14 @@ func TestPrintStartFailureEscapesTheLog(t *testing.T) {
 		t.Errorf("got %q\nwant %q", b.String(), want)
 	}
 }
+
+// The browser's product string comes from Chromium's /json/version, inside the sandbox.
+func TestPrintEndpointsEscapesTheVersion(t *testing.T) {
+	ios, _, out, errOut := iostreams.Test()
+	if err := printEndpoints(ios, Result{Name: "b", Browser: "Chrome/1\x1b]0;pwned\x07", Endpoints: Endpoints{CDP: Endpoint{URL: "ws://127.0.0.1:1/devtools/browser/x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String() + errOut.String(); strings.ContainsAny(s, "\x1b\x07") || !strings.Contains(s, `runs Chrome/1\u001b]0;pwned\u0007;`) {
+		t.Errorf("%q", s)
+	}
+}
