@@ -41,7 +41,9 @@ func Main() int {
 	return report(f.IOStreams.ErrOut, err)
 }
 
-// report prints err with its hint and returns the exit code it maps to.
+// report prints err with its hint and returns the exit code it maps to. Errors quote what
+// sandboxes say (a failed command's stderr, file names), so they are printed through
+// SafeLines.
 func report(w interface{ Write([]byte) (int, error) }, err error) int {
 	if err == nil {
 		return errs.CodeOK
@@ -50,9 +52,9 @@ func report(w interface{ Write([]byte) (int, error) }, err error) int {
 	if errs.Silent(err) {
 		return code
 	}
-	fmt.Fprintf(w, "error: %s\n", strings.TrimRight(err.Error(), "\n"))
+	fmt.Fprintf(w, "error: %s\n", cmdutil.SafeLines(strings.TrimRight(err.Error(), "\n")))
 	if hint := errs.Hint(err); hint != "" {
-		fmt.Fprintf(w, "hint: %s\n", hint)
+		fmt.Fprintf(w, "hint: %s\n", cmdutil.SafeLines(hint))
 	}
 	return code
 }

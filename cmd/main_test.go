@@ -29,6 +29,9 @@ func TestExitCodeMapping(t *testing.T) {
 		{"cannot exec", errs.New(errors.New("permission denied"), errs.CodeCannotExec, ""), 126, "error: permission denied\n"},
 		{"not found", errs.New(errors.New("no such command"), errs.CodeNotFound, ""), 127, "error: no such command\n"},
 		{"interrupted", context.Canceled, 130, "error: context canceled\n"},
+		// Errors quote what sandboxes say (stderr, file names); a terminal never obeys it.
+		{"sandbox text in an error", errs.Failure(errors.New("starting \"x\": \x1b]0;pwned\x07\x1b[2J\nsecond line\u202e"), "look at \x1b[31mthis"), 125,
+			"error: starting \"x\": \\u001b]0;pwned\\u0007\\u001b[2J\nsecond line\\u202e\nhint: look at \\u001b[31mthis\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

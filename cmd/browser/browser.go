@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -134,7 +135,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	b, err := m.StartBrowser(ctx, in, sandbox.BrowserOptions{})
 	var startErr *sandbox.BrowserStartError
 	if errors.As(err, &startErr) {
-		fmt.Fprint(opts.IO.ErrOut, startErr.Summary())
+		printStartFailure(opts.IO.ErrOut, startErr)
 	}
 	if err != nil {
 		return err
@@ -152,6 +153,12 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	return printEndpoints(opts.IO, res)
 }
 
+// printStartFailure writes the end of a failed browser's log, which the sandbox wrote,
+// before the error.
+func printStartFailure(w io.Writer, e *sandbox.BrowserStartError) {
+	fmt.Fprint(w, cmdutil.SafeLines(e.Summary()))
+}
+
 // printEndpoints writes the endpoint table on stdout, the only place the password appears.
 func printEndpoints(io *iostreams.IOStreams, res Result) error {
 	rows := [][]string{{"cdp", res.Endpoints.CDP.URL, "-"}}
@@ -159,7 +166,8 @@ func printEndpoints(io *iostreams.IOStreams, res Result) error {
 		rows = append(rows, []string{"novnc", v.URL, v.Password})
 	}
 	cmdutil.Table{Headers: []string{"ENDPOINT", "URL", "PASSWORD"}, Rows: rows}.Print(io)
-	io.Progressf("sandbox %s runs %s; remove it with: sbx rm -f %s\n", res.Name, res.Browser, res.Name)
+	// The product string is what Chromium in the sandbox said it is.
+	io.Progressf("sandbox %s runs %s; remove it with: sbx rm -f %s\n", res.Name, cmdutil.SafeText(res.Browser), res.Name)
 	return nil
 }
 

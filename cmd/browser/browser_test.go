@@ -279,3 +279,24 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
+
+// The end of a failed browser's log is what the sandbox printed: shown, it is escaped.
+func TestPrintStartFailureEscapesTheLog(t *testing.T) {
+	var b bytes.Buffer
+	printStartFailure(&b, &sandbox.BrowserStartError{Name: "b", Err: errors.New("no"), Tail: []string{"chromium: ok", "\x1b]0;pwned\x07\x1b[2J\r\u202e"}})
+	want := "last 2 lines of the browser sandbox's log:\n  chromium: ok\n  \\u001b]0;pwned\\u0007\\u001b[2J\\u000d\\u202e\n"
+	if b.String() != want {
+		t.Errorf("got %q\nwant %q", b.String(), want)
+	}
+}
+
+// The browser's product string comes from Chromium's /json/version, inside the sandbox.
+func TestPrintEndpointsEscapesTheVersion(t *testing.T) {
+	ios, _, out, errOut := iostreams.Test()
+	if err := printEndpoints(ios, Result{Name: "b", Browser: "Chrome/1\x1b]0;pwned\x07", Endpoints: Endpoints{CDP: Endpoint{URL: "ws://127.0.0.1:1/devtools/browser/x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String() + errOut.String(); strings.ContainsAny(s, "\x1b\x07") || !strings.Contains(s, `runs Chrome/1\u001b]0;pwned\u0007;`) {
+		t.Errorf("%q", s)
+	}
+}

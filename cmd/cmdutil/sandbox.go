@@ -89,7 +89,7 @@ func ReportFailures(io *iostreams.IOStreams, failed []error) error {
 		}
 	}
 	for _, err := range failed[:len(failed)-1] {
-		fmt.Fprintf(io.ErrOut, "error: %v\n", err)
+		fmt.Fprintf(io.ErrOut, "error: %s\n", SafeLines(err.Error()))
 	}
 	last := failed[len(failed)-1]
 	return errs.New(last, code, errs.Hint(last))

@@ -11,7 +11,9 @@ import (
 )
 
 // Table is tabular command output: a lipgloss table on a terminal, tab-separated values when
-// piped (no header styling, one row per line, so cut and awk work).
+// piped (no header styling, one row per line, so cut and awk work). Cells often hold what a
+// sandbox chose (a command, a directory), so every cell is shown through SafeText: a tab or a
+// newline cannot split it, and an escape sequence cannot reach the terminal.
 type Table struct {
 	Headers []string
 	Rows    [][]string
@@ -21,9 +23,16 @@ type Table struct {
 
 // Print writes t to io.Out.
 func (t Table) Print(io *iostreams.IOStreams) {
+	rows := make([][]string, len(t.Rows))
+	for i, r := range t.Rows {
+		rows[i] = make([]string, len(r))
+		for j, c := range r {
+			rows[i][j] = SafeText(c)
+		}
+	}
 	if !io.IsStdoutTTY() {
 		fmt.Fprintln(io.Out, strings.Join(t.Headers, "\t"))
-		for _, r := range t.Rows {
+		for _, r := range rows {
 			fmt.Fprintln(io.Out, strings.Join(r, "\t"))
 		}
 		return
@@ -35,7 +44,7 @@ func (t Table) Print(io *iostreams.IOStreams) {
 		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
 		BorderColumn(false).BorderHeader(false).
 		Headers(t.Headers...).
-		Rows(t.Rows...).
+		Rows(rows...).
 		StyleFunc(func(row, col int) lipgloss.Style {
 			if row == table.HeaderRow {
 				return header

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
@@ -39,7 +38,7 @@ Tools: exec, shell (a persistent shell session, as sbx sh), run, read_file, writ
 list_files, start_process, list_processes, process_output, kill_process and explain. Each is gated by the tool policy (tools.allow and
 tools.deny: exec, read, write), and each description states the sandbox's resolved limits.
 The sandbox is created on the first call that needs it. Messages go to stderr; stdout
-carries only the protocol. The server ends when its client closes stdin.`,
+carries only the protocol. The server answers what it was asked, then ends, when its client closes stdin.`,
 		Example: `  sbx mcp
   sbx mcp -n agent --project ~/src/app`,
 		Args: cobra.NoArgs,
@@ -76,15 +75,10 @@ func mcpRun(ctx context.Context, opts *MCPOptions) error {
 		Version: buildinfo.Get().Version,
 		Now:     f.Now,
 	})
-	t := &mcp.IOTransport{Reader: io.NopCloser(opts.IO.In), Writer: nopCloser{opts.IO.Out}}
-	err = srv.Run(ctx, t)
+	err = srv.Run(ctx, mcpserver.StdioTransport(opts.IO.In, opts.IO.Out))
 	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
 		// The client closed stdin, or sbx was told to stop: both are a normal end.
 		return nil
 	}
 	return errs.Failure(err, "")
 }
-
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }

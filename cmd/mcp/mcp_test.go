@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -53,5 +54,40 @@ func TestMCPRefusesBadConfig(t *testing.T) {
 	err := mcpRun(context.Background(), &MCPOptions{IO: ios, Factory: f})
 	if err == nil || !strings.Contains(err.Error(), "memory") || stdout.Len() != 0 {
 		t.Errorf("%v, stdout %q", err, stdout.String())
+	}
+}
+
+// oneShot is a whole MCP session written at once, as a script pipes it: stdin ends right
+// after the last request.
+const oneShot = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+{"jsonrpc":"2.0","id":2,"method":"tools/list"}
+`
+
+// Every request read before stdin ends is answered before sbx mcp exits. The SDK, left to
+// itself, drops the answers once it reads the end, so a one-shot pipe used to get nothing:
+// repeated, so that it cannot pass by luck.
+func TestMCPAnswersEveryRequestBeforeEOF(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		ios, stdin, stdout, _ := iostreams.Test()
+		stdin.WriteString(oneShot)
+		f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
+		if err := mcpRun(context.Background(), &MCPOptions{IO: ios, Factory: f}); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Result json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(line), &msg); err != nil || msg.Result == nil {
+				t.Fatalf("run %d: bad answer %q: %v", i, line, err)
+			}
+			ids = append(ids, string(msg.ID))
+		}
+		if strings.Join(ids, ",") != "1,2" || !strings.Contains(stdout.String(), `"name":"exec"`) {
+			t.Fatalf("run %d: answered ids %v:\n%s", i, ids, stdout)
+		}
 	}
 }

@@ -93,9 +93,20 @@ func psRun(ctx context.Context, opts *PsOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, entries)
 	}
+	printProcs(opts.IO, entries)
+	return nil
+}
+
+// printProcs writes the process table.
+func printProcs(io *iostreams.IOStreams, entries []Entry) {
 	t := cmdutil.Table{Headers: []string{"ID", "COMMAND", "STATE", "STARTED", "DURATION"}}
 	for _, e := range entries {
-		t.Rows = append(t.Rows, []string{e.ID, ShellJoin(e.Command), StateText(e), e.StartedAt.Local().Format("2006-01-02 15:04:05"),
+		command := ShellJoin(e.Command)
+		if command == "" {
+			// Its record in the sandbox was unreadable or too long (sandbox.MaxProcMeta).
+			command = "?"
+		}
+		t.Rows = append(t.Rows, []string{e.ID, command, StateText(e), e.StartedAt.Local().Format("2006-01-02 15:04:05"),
 			(time.Duration(e.DurationMs) * time.Millisecond).Round(time.Second).String()})
 	}
 	t.Color = func(row, col int) lipgloss.Color {
@@ -110,8 +121,7 @@ func psRun(ctx context.Context, opts *PsOptions) error {
 		}
 		return ""
 	}
-	t.Print(opts.IO)
-	return nil
+	t.Print(io)
 }
 
 // Entries turns processes into their JSON form; durations of running ones run until now.

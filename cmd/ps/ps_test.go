@@ -83,3 +83,31 @@ func TestShellJoin(t *testing.T) {
 		}
 	}
 }
+
+// The command and the ID come from files the sandbox can write: printed, on a terminal or
+// piped, they are escaped, never obeyed.
+func TestPrintProcsEscapesSandboxText(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	entries := Entries([]sandbox.Proc{
+		{ID: "abc123", Command: []string{"bash", "-c", "sleep 600", "\x1b]0;pwned\x07\x1b[31mred"}, State: "running", StartedAt: start},
+		{ID: "\x1b[2Jx", State: "lost", StartedAt: start},
+	}, start.Add(time.Minute))
+	for _, tty := range []bool{false, true} {
+		ios, _, out, _ := iostreams.Test()
+		ios.SetTTY(tty)
+		printProcs(ios, entries)
+		s := out.String()
+		if strings.ContainsAny(s, "\x1b\x07") {
+			t.Errorf("tty %v: control characters printed: %q", tty, s)
+		}
+		for _, want := range []string{`'\u001b]0;pwned\u0007\u001b[31mred'`, `\u001b[2Jx`} {
+			if !strings.Contains(s, want) {
+				t.Errorf("tty %v: %q lacks %q", tty, s, want)
+			}
+		}
+		// A record whose command sbx could not read shows that it is unknown.
+		if last := strings.Split(strings.TrimSpace(s), "\n")[2]; !strings.Contains(last, "?") {
+			t.Errorf("tty %v: unknown command shown as %q", tty, last)
+		}
+	}
+}

@@ -139,10 +139,11 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 	return ExitFor(res, timeout, r)
 }
 
-// Announce says on stderr when a call started a new shell, or when the shell ended.
+// Announce says on stderr when a call started a new shell, or when the shell ended. The
+// exit status it may quote is read from a file in the sandbox.
 func Announce(io *iostreams.IOStreams, session string, res *sandbox.ShellResult) {
 	if msg := res.Notice(session); msg != "" {
-		io.Progressf("sbx: %s\n", msg)
+		io.Progressf("sbx: %s\n", cmdutil.SafeText(msg))
 	}
 }
 
@@ -188,7 +189,12 @@ func listRun(ctx context.Context, opts *ShOptions) error {
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, entries)
 	}
-	now := f.Now()
+	printSessions(opts.IO, entries, f.Now())
+	return nil
+}
+
+// printSessions writes the session table, with ages as of now.
+func printSessions(io *iostreams.IOStreams, entries []SessionEntry, now time.Time) {
 	t := cmdutil.Table{Headers: []string{"SESSION", "STATE", "CWD", "AGE", "IDLE"}}
 	for _, e := range entries {
 		age, idle := "-", "-"
@@ -204,6 +210,5 @@ func listRun(ctx context.Context, opts *ShOptions) error {
 		}
 		t.Rows = append(t.Rows, []string{e.Session, e.State, cwd, age, idle})
 	}
-	t.Print(opts.IO)
-	return nil
+	t.Print(io)
 }

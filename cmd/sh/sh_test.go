@@ -95,3 +95,27 @@ func TestAnnounce(t *testing.T) {
 		t.Errorf("quiet: %q", errOut)
 	}
 }
+
+// A session's directory is whatever the sandbox's shell made it: printed, it is escaped.
+func TestPrintSessionsEscapesSandboxText(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	entries := []SessionEntry{{Session: "default", State: "idle", Cwd: "/tmp/\x1b]0;pwned\x07\x1b[31mred\u202e", PID: 9, StartedAt: now}}
+	for _, tty := range []bool{false, true} {
+		ios, _, out, _ := iostreams.Test()
+		ios.SetTTY(tty)
+		printSessions(ios, entries, now)
+		s := out.String()
+		if strings.ContainsAny(s, "\x1b\x07\u202e") || !strings.Contains(s, `/tmp/\u001b]0;pwned\u0007\u001b[31mred\u202e`) {
+			t.Errorf("tty %v: %q", tty, s)
+		}
+	}
+}
+
+// The exit status of a replaced shell is read from a file in the sandbox.
+func TestAnnounceEscapesSandboxText(t *testing.T) {
+	ios, _, _, errOut := iostreams.Test()
+	Announce(ios, "build", &sandbox.ShellResult{Started: "replaced", PrevExit: "\x1b]0;pwned\x07"})
+	if strings.ContainsAny(errOut.String(), "\x1b\x07") || !strings.Contains(errOut.String(), `(exit status \u001b]0;pwned\u0007)`) {
+		t.Errorf("stderr %q", errOut)
+	}
+}

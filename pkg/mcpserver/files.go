@@ -51,6 +51,10 @@ trap - EXIT`
 const listScript = `[ -d "$1" ] || { echo "not a directory: $1" >&2; exit 3; }
 find "$1" -mindepth 1 -maxdepth "$2" -printf '%y\t%s\t%P\0' 2>/dev/null | head -z -n "$(($3 + 1))"`
 
+// maxListOutput bounds what listScript prints: MaxListEntries+1 records of a type, a size
+// and a path of at most 5 levels of names (255 bytes each) below the directory.
+const maxListOutput = 4 << 20
+
 // ReadInput is the read_file tool's arguments.
 type ReadInput struct {
 	Path   string `json:"path" jsonschema:"file path; relative paths start in the project directory under /workspace"`
@@ -117,8 +121,9 @@ func (s *server) readFile(ctx context.Context, in ReadInput) (ReadOutput, error)
 	case limit < 0 || limit > MaxReadLimit:
 		return ReadOutput{}, errs.Usagef("limit must be between 1 and %d", MaxReadLimit)
 	}
-	var out bytes.Buffer
-	if err := s.script(ctx, "reading "+p, readScript, []string{p, strconv.FormatInt(in.Offset, 10), strconv.FormatInt(limit, 10)}, nil, &out); err != nil {
+	// The size line, then at most limit bytes.
+	out := &sandbox.LimitedBuffer{What: "the answer to reading " + p, Limit: int(limit) + 1<<10}
+	if err := s.script(ctx, "reading "+p, readScript, []string{p, strconv.FormatInt(in.Offset, 10), strconv.FormatInt(limit, 10)}, nil, out); err != nil {
 		return ReadOutput{}, err
 	}
 	head, data, ok := bytes.Cut(out.Bytes(), []byte("\n"))
@@ -181,8 +186,8 @@ func (s *server) listFiles(ctx context.Context, in ListInput) (ListOutput, error
 	case depth < 0 || depth > MaxListDepth:
 		return ListOutput{}, errs.Usagef("depth must be between 1 and %d", MaxListDepth)
 	}
-	var out bytes.Buffer
-	if err := s.script(ctx, "listing "+dir, listScript, []string{dir, strconv.Itoa(depth), strconv.Itoa(MaxListEntries)}, nil, &out); err != nil {
+	out := &sandbox.LimitedBuffer{What: "the listing of " + dir, Limit: maxListOutput}
+	if err := s.script(ctx, "listing "+dir, listScript, []string{dir, strconv.Itoa(depth), strconv.Itoa(MaxListEntries)}, nil, out); err != nil {
 		return ListOutput{}, err
 	}
 	entries, truncated := ParseListing(out.Bytes(), MaxListEntries)

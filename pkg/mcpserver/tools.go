@@ -313,17 +313,44 @@ func (s *server) processOutput(ctx context.Context, in OutputInput) (OutputOutpu
 	if in.Tail > 0 {
 		tail = in.Tail
 	}
-	var stdout, stderr bytes.Buffer
-	if err := m.ProcLogs(ctx, sb, in.ID, sandbox.LogsOptions{Tail: tail, Stdout: &stdout, Stderr: &stderr}); err != nil {
+	stdout, stderr := &tailBuffer{limit: limit}, &tailBuffer{limit: limit}
+	if err := m.ProcLogs(ctx, sb, in.ID, sandbox.LogsOptions{Tail: tail, Stdout: stdout, Stderr: stderr}); err != nil {
 		return OutputOutput{}, err
 	}
 	out := OutputOutput{ProcOutput: s.procOutput(p), Truncated: tail < 0 && (p.DroppedStdout > 0 || p.DroppedStderr > 0)}
 	var cut bool
-	out.Stdout, cut = lastBytes(stdout.Bytes(), limit)
+	out.Stdout, cut = stdout.text()
 	out.Truncated = out.Truncated || cut
-	out.Stderr, cut = lastBytes(stderr.Bytes(), limit)
+	out.Stderr, cut = stderr.text()
 	out.Truncated = out.Truncated || cut
 	return out, nil
+}
+
+// tailBuffer keeps the end of a stream: its last limit bytes, held in at most twice that, so
+// however much the sandbox sends (its ring of output is in files it can write), the tool
+// holds little.
+type tailBuffer struct {
+	limit int64
+	buf   []byte
+	cut   bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if int64(len(p)) > t.limit {
+		p, t.cut = p[int64(len(p))-t.limit:], true
+	}
+	t.buf = append(t.buf, p...)
+	if int64(len(t.buf)) > 2*t.limit {
+		t.buf, t.cut = append(t.buf[:0], t.buf[int64(len(t.buf))-t.limit:]...), true
+	}
+	return n, nil
+}
+
+// text is what lastBytes makes of the stream, and whether anything was cut.
+func (t *tailBuffer) text() (string, bool) {
+	s, cut := lastBytes(t.buf, t.limit)
+	return s, cut || t.cut
 }
 
 func (s *server) killProcess(ctx context.Context, in KillInput) (ProcOutput, error) {

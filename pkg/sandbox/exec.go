@@ -197,6 +197,12 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	if errors.As(streamErr, &spawnErr) {
 		return nil, m.spawnErr(sb, opts, spawnErr)
 	}
+	// Returned as it is: it names what was too large, where the command line would be one
+	// of sbx's scripts in full.
+	var limitErr *OutputLimitError
+	if errors.As(streamErr, &limitErr) {
+		return nil, limitErr
+	}
 	if streamErr != nil && !errors.Is(streamErr, io.EOF) && !res.Canceled {
 		return nil, errs.Failure(fmt.Errorf("reading output of %q: %w", strings.Join(opts.Cmd, " "), streamErr), "")
 	}
@@ -358,8 +364,8 @@ func (m *Manager) waitExec(ctx context.Context, execID string) (int, error) {
 // oomKilled asks the sandbox whether the kernel's OOM killer fired during exec id. An error
 // means the question could not be asked.
 func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) (bool, error) {
-	var out strings.Builder
-	code, err := m.runHelper(ctx, sb, &out, execOOMCheck, id)
+	out := &LimitedBuffer{What: fmt.Sprintf("the OOM check of sandbox %q", sb.Name), Limit: 64}
+	code, err := m.runHelper(ctx, sb, out, execOOMCheck, id)
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d", code)
 	}

@@ -1,9 +1,9 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -99,28 +99,10 @@ wait "$ro" "$re"
 kill "$k" 2>/dev/null
 printf '%s %s\n' "$rc" "$end" >"$p/exit"`
 
-// procList prints one tab-separated line per background process (or only for ID $1, exiting
-// 3 when there is none): id, pid, start, exit code, end, timed out, alive, the current chunk
-// of stdout and of stderr, the chunk size, and the metadata line.
-const procList = `found=
-for p in ` + ProcDir + `/*/; do
-	p=${p%/} id=${p##*/}
-	[ -e "$p/meta" ] || continue
-	[ -n "$1" ] && [ "$id" != "$1" ] && continue
-	pid= start= spid= rc= end= no= ne= chunk= meta= alive=0 t=0
-	read -r pid start spid 2>/dev/null <"$p/pid"
-	read -r rc end 2>/dev/null <"$p/exit"
-	read -r no 2>/dev/null <"$p/stdout.n"
-	read -r ne 2>/dev/null <"$p/stderr.n"
-	read -r chunk 2>/dev/null <"$p/chunk"
-	IFS= read -r meta 2>/dev/null <"$p/meta"
-	if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then alive=1; elif [ -n "$spid" ] && [ -d "/proc/$spid" ]; then alive=1; fi
-	[ -e "$p/timedout" ] && t=1
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$id" "$pid" "$start" "$rc" "$end" "$t" "$alive" "${no:-0}" "${ne:-0}" "$chunk" "$meta"
-	found=1
-done
-[ -n "$1" ] && [ -z "$found" ] && exit 3
-exit 0`
+// procList lists the background processes: see scripts/proc_list.sh.
+//
+//go:embed scripts/proc_list.sh
+var procList string
 
 // procLogs writes what process $1 kept of its stdout and stderr to its own stdout and stderr:
 // the last $3 lines of each when $3 >= 0, and with $2 = 1 it then follows both until the
@@ -276,11 +258,11 @@ func (m *Manager) StartProc(ctx context.Context, sb *Sandbox, opts ProcOptions) 
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		id := newProcID()
-		var stderr bytes.Buffer
+		var stderr strings.Builder
 		res, err := m.Exec(ctx, sb, ExecOptions{
 			Cmd: opts.Cmd, Env: opts.Env, WorkDir: opts.WorkDir, User: opts.User, Timeout: opts.Timeout,
 			Stdin:  strings.NewReader(fmt.Sprintf("%s %d\n%s\n", id, ProcOutputCap/procChunks, meta)),
-			Stdout: io.Discard, Stderr: &stderr, detach: true,
+			Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, detach: true,
 		})
 		if err != nil {
 			return "", err
@@ -318,8 +300,8 @@ func (m *Manager) procs(ctx context.Context, sb *Sandbox, id string) ([]Proc, er
 			return nil, err
 		}
 	}
-	var out bytes.Buffer
-	code, err := m.script(ctx, sb, procList, []string{id}, nil, &out)
+	out := &LimitedBuffer{What: fmt.Sprintf("the process list of sandbox %q", sb.Name), Limit: MaxProcList}
+	code, err := m.script(ctx, sb, procList, []string{ProcDir, strconv.Itoa(MaxProcMeta), id}, nil, out)
 	if err != nil {
 		return nil, err
 	}
@@ -340,8 +322,8 @@ func ParseProcList(s string) ([]Proc, error) {
 			continue
 		}
 		f := strings.SplitN(line, "\t", 11)
-		if len(f) != 11 {
-			return nil, fmt.Errorf("reading the process list: bad line %q", line)
+		if len(f) != 11 || !procIDPattern.MatchString(f[0]) {
+			return nil, fmt.Errorf("reading the process list: bad line %s", excerpt(line))
 		}
 		p := Proc{ID: f[0], State: "running"}
 		p.PID, _ = strconv.Atoi(f[1])
@@ -470,10 +452,10 @@ func (m *Manager) KillProc(ctx context.Context, sb *Sandbox, id, sig string) (*P
 	if terminating[sig] || (numeric == nil && n <= 15 && n != 13) {
 		wait = int((KillGrace + 3*time.Second) / tick)
 	}
-	var stderr bytes.Buffer
+	var stderr strings.Builder
 	res, err := m.Exec(ctx, sb, ExecOptions{
 		Cmd:    []string{"bash", "-c", procKill, "sbx-kill", id, how, sig, strconv.Itoa(wait)},
-		Stdout: io.Discard, Stderr: &stderr, Timeout: time.Duration(wait)*tick + 10*time.Second,
+		Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, Timeout: time.Duration(wait)*tick + 10*time.Second,
 	})
 	switch {
 	case err != nil:

@@ -41,6 +41,13 @@ func TestParseProcList(t *testing.T) {
 	if _, err := ParseProcList("too\tfew\n"); err == nil {
 		t.Error("a short line was accepted")
 	}
+	// The script lists only directories named as sbx names them; anything else was forged.
+	if _, err := ParseProcList("\x1b[2Jx\t1\t\t\t\t0\t1\t0\t0\t1\t{}\n"); err == nil {
+		t.Error("a process ID sbx never makes was accepted")
+	}
+	if _, err := ParseProcList(strings.Repeat("x", 1<<20) + "\n"); err == nil || len(err.Error()) > 300 {
+		t.Errorf("a long bad line makes a %d-byte error", len(err.Error()))
+	}
 }
 
 func TestDroppedBytes(t *testing.T) {

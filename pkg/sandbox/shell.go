@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -61,15 +62,10 @@ const DefaultSession = "default"
 // to end.
 const ShellLockWait = time.Minute
 
-// shellCommon holds the helpers of shellCall and shellList: alive reports whether the shell
-// $sp, started at $sst, still runs.
-const shellCommon = `alive() {
-	local l; [ -n "$sp" ] || return 1
-	{ read -r l <"/proc/$sp/stat"; } 2>/dev/null || return 1
-	l=${l##*) }; set -f; set -- $l; set +f
-	[ "$1" != Z ] && [ "$1" != X ] && [ "${20}" = "$sst" ]
-}
-`
+// shellCommon holds the helpers of shellCall and shellList: see scripts/shell_common.sh.
+//
+//go:embed scripts/shell_common.sh
+var shellCommon string
 
 // shellSupervisor starts the session's shell, waits for it and records its exit status. It
 // is started with setsid -f rather than &, and runs the shell in the foreground, because bash
@@ -83,7 +79,7 @@ printf '%s\n' "$?" >"$d/exited"`
 // $4 the timeout in ms (0: none), $5 the lock wait in seconds, $6 1 to start a new shell,
 // $7 the script's length on stdin (-1: no script), $8 the command line, $9 the line that
 // records an abandoned call's status, $10 the new shell's first line.
-const shellCall = shellCommon + `d=$1 id=$2 mk=$3 tmo=$4 lw=$5 reset=$6 len=$7 line=$8 sync=$9 init=${10} sup=${11}
+var shellCall = shellCommon + `d=$1 id=$2 mk=$3 tmo=$4 lw=$5 reset=$6 len=$7 line=$8 sync=$9 init=${10} sup=${11}
 f=$d/$id o=$d/$id.out e=$d/$id.err st=$d/$id.st
 trailer() { printf '%s %s\n' "$mk" "$*"; }
 cleanup() { kill "$cw" 2>/dev/null; rm -f -- "$f".*; }
@@ -181,21 +177,11 @@ trailer "rc=$rc to=$to start=$start end=$end"
 cleanup
 exit 0`
 
-// shellList prints one tab-separated line per session under $1: name, state (idle, busy,
-// exited), shell PID, start ($EPOCHREALTIME), last use (seconds), working directory.
-const shellList = shellCommon + `for d in "$1"/*/; do
-	d=${d%/}; n=${d##*/}
-	[ -e "$d/pid" ] || continue
-	sp= sst= sep=; read -r sp sst sep 2>/dev/null <"$d/pid"
-	state=exited cwd=
-	if alive; then
-		state=idle; flock -n "$d/lock" true 2>/dev/null || state=busy
-		cwd=$(readlink "/proc/$sp/cwd" 2>/dev/null)
-	fi
-	last=$(stat -c %Y -- "$d/last" 2>/dev/null)
-	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$state" "$sp" "$sep" "$last" "${cwd//[$'\t\n']/ }"
-done
-exit 0`
+//go:embed scripts/shell_list.sh
+var shellListBody string
+
+// shellList lists the shell sessions: see scripts/shell_list.sh.
+var shellList = shellCommon + shellListBody
 
 var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -396,8 +382,8 @@ type ShellSession struct {
 
 // ShellSessions lists the shell sessions of sandbox sb, by name.
 func (m *Manager) ShellSessions(ctx context.Context, sb *Sandbox) ([]ShellSession, error) {
-	var out bytes.Buffer
-	code, err := m.script(ctx, sb, shellList, []string{ShellDir}, nil, &out)
+	out := &LimitedBuffer{What: fmt.Sprintf("the shell session list of sandbox %q", sb.Name), Limit: MaxShellList}
+	code, err := m.script(ctx, sb, shellList, []string{ShellDir}, nil, out)
 	if err != nil {
 		return nil, err
 	}
@@ -415,8 +401,8 @@ func ParseShellList(s string) ([]ShellSession, error) {
 			continue
 		}
 		f := strings.SplitN(line, "\t", 6)
-		if len(f) != 6 {
-			return nil, fmt.Errorf("reading the session list: bad line %q", line)
+		if len(f) != 6 || !sessionPattern.MatchString(f[0]) {
+			return nil, fmt.Errorf("reading the session list: bad line %s", excerpt(line))
 		}
 		ss := ShellSession{Name: f[0], State: f[1], Cwd: f[5], StartedAt: epochTime(f[3])}
 		ss.PID, _ = strconv.Atoi(f[2])

@@ -69,6 +69,12 @@ func TestParseShellList(t *testing.T) {
 	if _, err := sandbox.ParseShellList("short\tline\n"); err == nil {
 		t.Error("a short line was accepted")
 	}
+	if _, err := sandbox.ParseShellList("\x1b[2J\tidle\t1\t\t\t/\n"); err == nil {
+		t.Error("a session name sbx never makes was accepted")
+	}
+	if _, err := sandbox.ParseShellList(strings.Repeat("x", 1<<20) + "\n"); err == nil || len(err.Error()) > 300 {
+		t.Errorf("a long bad line makes a %d-byte error", len(err.Error()))
+	}
 }
 
 func TestValidSession(t *testing.T) {
