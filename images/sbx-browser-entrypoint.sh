@@ -58,6 +58,7 @@ start() {
 	pids+=("$!")
 	names+=("$name")
 }
+# shellcheck disable=SC2317 # called by the trap below
 stop_all() {
 	trap - EXIT
 	[ "${#pids[@]}" -eq 0 ] || kill "${pids[@]}" 2>/dev/null || true
@@ -89,7 +90,7 @@ if [ "$headless" = 1 ]; then
 else
 	export DISPLAY=:99
 	# Made here because Xvfb, not being root, only complains that it cannot make it.
-	mkdir -p -m 1777 /tmp/.X11-unix
+	[ -d /tmp/.X11-unix ] || mkdir -m 1777 /tmp/.X11-unix
 	start Xvfb Xvfb "$DISPLAY" -screen 0 "${SBX_BROWSER_SCREEN:-1280x800x24}" -nolisten tcp
 	for _ in $(seq 1 100); do
 		[ -S "/tmp/.X11-unix/X${DISPLAY#:}" ] && break

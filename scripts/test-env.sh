@@ -78,5 +78,18 @@ ensure_base_image() {
 	say "imported $BASE_IMAGE from $tarball"
 }
 
+# The linter for the scripts sbx runs inside sandboxes (make test runs it).
+ensure_shellcheck() {
+	if command -v shellcheck >/dev/null 2>&1; then
+		return
+	fi
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		die "shellcheck is missing and cannot be installed here (not root on Debian/Ubuntu)"
+	fi
+	say "installing shellcheck with apt-get"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
+}
+
 ensure_engine
 ensure_base_image
+ensure_shellcheck

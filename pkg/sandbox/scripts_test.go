@@ -12,20 +12,6 @@ import (
 	"testing"
 )
 
-// The scripts under scripts/ pass shellcheck, where it is installed.
-func TestScriptsPassShellcheck(t *testing.T) {
-	if _, err := exec.LookPath("shellcheck"); err != nil {
-		t.Skip("shellcheck is not installed")
-	}
-	files, err := filepath.Glob("scripts/*.sh")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scripts: %v", err)
-	}
-	if out, err := exec.Command("shellcheck", append([]string{"--norc", "-s", "bash"}, files...)...).CombinedOutput(); err != nil {
-		t.Errorf("shellcheck: %v\n%s", err, out)
-	}
-}
-
 // plant writes files under dir, making directories as needed.
 func plant(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
