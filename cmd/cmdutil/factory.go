@@ -5,6 +5,7 @@ package cmdutil
 import (
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -33,6 +34,8 @@ type Factory struct {
 	HomeDir    func() (string, error)
 	WorkingDir func() (string, error)
 	Now        func() time.Time
+	// Umask is the umask sbx was started with, for the files it creates on the user's behalf.
+	Umask func() fs.FileMode
 
 	// Endpoint resolves which engine to use without dialling it.
 	Endpoint func() (sandbox.Endpoint, error)
@@ -50,6 +53,7 @@ func New() *Factory {
 		HomeDir:    os.UserHomeDir,
 		WorkingDir: os.Getwd,
 		Now:        time.Now,
+		Umask:      sync.OnceValue(processUmask),
 	}
 	f.IOStreams = iostreams.System(f.Getenv)
 	f.Endpoint = func() (sandbox.Endpoint, error) {

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"io/fs"
 	"time"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
@@ -10,7 +11,7 @@ import (
 )
 
 // TestFactory is a Factory for command tests: buffered streams, env from a map, a fixed clock,
-// home and working directory as given, and eng (a fake) as the engine.
+// home and working directory as given, umask 022, and eng (a fake) as the engine.
 func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd string, now time.Time, eng sandbox.Engine) *Factory {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	return &Factory{
@@ -22,6 +23,7 @@ func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd strin
 		HomeDir:    func() (string, error) { return home, nil },
 		WorkingDir: func() (string, error) { return wd, nil },
 		Now:        func() time.Time { return now },
+		Umask:      func() fs.FileMode { return 0o022 },
 		Endpoint: func() (sandbox.Endpoint, error) {
 			return sandbox.Endpoint{Host: "unix:///fake.sock", Source: "test"}, nil
 		},

@@ -59,7 +59,8 @@ func NewCmdCp(f *cmdutil.Factory, runF func(context.Context, *CpOptions) error) 
 for the project's sandbox; relative sandbox paths start at /workspace. Exactly one side is a
 sandbox. As with docker cp, a trailing / says the path is a directory, DIR/. copies what is
 inside DIR, and - is a tar stream on stdin (SRC, extracted into the directory DST) or stdout
-(DST). The sandbox is created and started when needed.
+(DST). A sandbox named with NAME: must exist (sbx create -n NAME makes one); the project's
+sandbox (:PATH) is created and started when needed, as exec does.
 
 Copies go through the running sandbox, as its user, so /tmp and other tmpfs mounts, a none
 workspace and a rw workspace all work, and the sandbox's own permissions apply. What a copy
@@ -72,8 +73,14 @@ no capabilities, so it cannot give files to anyone else, and such a copy fails w
 
 Out of a sandbox, its tar stream is untrusted: symlinks, devices, FIFOs and absolute or
 escaping names are refused, naming the entry, and nothing is written (hardlinked files
-arrive as separate files). Setuid/setgid bits and owners are dropped. --max-bytes,
---max-entries and --max-depth cap what a sandbox can make sbx write.`,
+arrive as separate files). Setuid/setgid/sticky bits and owners are dropped, and your umask
+applies to what is created. --max-bytes, --max-entries and --max-depth cap what a sandbox
+can make sbx write.
+
+A sandbox may write in the project (a rw workspace) and in writable binds, so on the host
+side no symbolic link inside those directories is followed: a DST that is, or lies below,
+such a link is refused, naming it. Links elsewhere on the way to DST (say ~/link/dir) are
+yours and are followed.`,
 		Example: `  sbx cp data.csv :/tmp/
   sbx cp ./src/. web:/workspace/src
   sbx cp :/tmp/results ./results
@@ -148,7 +155,8 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 		return errs.New(fmt.Errorf("sandbox %q is not in use: mode %s (from %s) runs commands on the host", r.Name, r.Config.Mode, r.Source("mode")),
 			errs.CodeError, "copy with cp on the host, or set mode: all to use the sandbox")
 	}
-	hostPath, err := checkHostSide(opts, host, into)
+	guarded := guardedDirs(r)
+	hostPath, err := checkHostSide(opts, host, into, guarded)
 	if err != nil {
 		return err
 	}
@@ -190,7 +198,7 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 		res, err = m.CopyIn(ctx, sb, in)
 	} else {
 		out := sandbox.CopyOutOptions{Src: box.Path, SrcIsDir: box.TrailingSlash, Contents: box.Contents,
-			FollowLink: opts.FollowLink, Dst: hostPath,
+			FollowLink: opts.FollowLink, Dst: hostPath, Guarded: guarded, Umask: f.Umask(),
 			MaxBytes: opts.MaxBytes, MaxEntries: opts.MaxEntries, MaxDepth: opts.MaxDepth, Progress: progress}
 		if host.Stream {
 			out.Stream = opts.IO.Out
@@ -208,9 +216,23 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 	return report(opts, r.Name, into, box, hostPath, res)
 }
 
+// guardedDirs are the host directories r's sandbox may write to, where a copy out follows
+// no link: the project, whatever the workspace mode (a link a rw sandbox made outlives it,
+// and the mode may have been rw before), and writable binds. CopyOut adds the binds the
+// sandbox really has.
+func guardedDirs(r *config.Resolved) []string {
+	dirs := []string{r.ProjectRoot}
+	for _, b := range r.Config.Binds {
+		if !b.ReadOnly {
+			dirs = append(dirs, b.Source)
+		}
+	}
+	return dirs
+}
+
 // checkHostSide checks the host side before the engine is dialled and returns its absolute
 // path ("" for a stream), spelled so archive.Extract sees a trailing / or /. as written.
-func checkHostSide(opts *CpOptions, host archive.Location, into bool) (string, error) {
+func checkHostSide(opts *CpOptions, host archive.Location, into bool, guarded []string) (string, error) {
 	switch {
 	case host.Stream && into && opts.IO.IsStdinTTY():
 		return "", errs.Usagef("SRC - reads a tar stream from stdin, which is a terminal").
@@ -249,8 +271,9 @@ func checkHostSide(opts *CpOptions, host archive.Location, into bool) (string, e
 	case host.TrailingSlash:
 		p += string(filepath.Separator)
 	}
-	// The placement rules of Extract, checked now: a missing parent fails before any work.
-	if _, err := archive.StagingDir(p, archive.ExtractOptions{Base: "x"}); err != nil {
+	// The placement rules of Extract, checked now: a missing parent or a link a sandbox may
+	// have made fails before any work.
+	if err := archive.CheckDestination(p, archive.ExtractOptions{Base: "x", Guarded: guarded}); err != nil {
 		return "", err
 	}
 	return p, nil
@@ -258,8 +281,10 @@ func checkHostSide(opts *CpOptions, host archive.Location, into bool) (string, e
 
 // ensureSandbox returns the sandbox to copy with. A running one is used as it is, even when
 // its configuration changed since: recreating it would lose its tmpfs contents, which may be
-// what the user is copying out. Otherwise it is created, started or resumed as sbx exec
-// does. The sandbox is leased (see maxRunning) until release is called.
+// what the user is copying out. Otherwise it is started or resumed as sbx exec does; the
+// project's sandbox (:PATH) is created too, but a sandbox the user named (NAME:PATH) must
+// exist: a typo must not leave a new sandbox behind. The sandbox is leased (see maxRunning)
+// until release is called.
 func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *config.Resolved) (sb *sandbox.Sandbox, release func(), err error) {
 	f := opts.Factory
 	lease, err := m.Lease(ctx, r.Name)
@@ -274,14 +299,21 @@ func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *
 		return sb, lease.Release, nil
 	}
 	lease.Release() // Ensure takes its own
-	if err != nil && !sandbox.IsNotFound(err) {
+	named := !r.IsDefaultName
+	switch {
+	case sandbox.IsNotFound(err) && named:
+		return nil, nil, notFound(err, r.Name)
+	case err != nil && !sandbox.IsNotFound(err):
 		return nil, nil, err
 	}
 	in, err := cmdutil.SpecInput(f, r)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: cmdutil.Reresolver(f)})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: cmdutil.Reresolver(f), MustExist: named})
+	if sandbox.IsNotFound(err) {
+		return nil, nil, notFound(err, r.Name)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -289,6 +321,11 @@ func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *
 		warnDrift(opts.IO, r.Name, res.Drift)
 	}
 	return res.Sandbox, res.Lease.Release, nil
+}
+
+// notFound is a copy naming a sandbox that does not exist (exit 1, as sbx rm of one).
+func notFound(err error, name string) error {
+	return errs.New(err, errs.CodeError, fmt.Sprintf("create it first with \"sbx create -n %s\", or copy with the project's sandbox (:PATH); \"sbx ls\" lists sandboxes", name))
 }
 
 func warnDrift(io *iostreams.IOStreams, name string, keys []string) {

@@ -9,7 +9,12 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
@@ -168,7 +173,7 @@ func TestCheckHostSide(t *testing.T) {
 	} {
 		a := parse(t, tt.arg, ":/x")
 		host := a.Src
-		got, err := checkHostSide(opts, host, tt.into)
+		got, err := checkHostSide(opts, host, tt.into, nil)
 		switch {
 		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 			t.Errorf("%s (into %v): err = %v, want %q", tt.arg, tt.into, err, tt.wantErr)
@@ -327,5 +332,45 @@ func TestEnsureSandboxKeepsARunningOne(t *testing.T) {
 	release()
 	if !strings.Contains(errOut.String(), "runs with an older configuration") || !strings.Contains(errOut.String(), "memory") {
 		t.Errorf("stderr %q", errOut)
+	}
+}
+
+// A copy that names a sandbox needs one that exists: "no-such" is a typo, not a request for
+// a new sandbox. Both directions fail with "not found" (exit 1) and create nothing.
+func TestCpNamedSandboxMustExist(t *testing.T) {
+	project := t.TempDir()
+	if err := os.WriteFile(filepath.Join(project, "h"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][2]string{{"no-such:/etc/hostname", "h2"}, {"h", "no-such:/tmp/"}} {
+		t.Run(args[0]+" "+args[1], func(t *testing.T) {
+			ios, _, _, _ := iostreams.Test()
+			creates := 0
+			fake := &sandboxtest.FakeEngine{T: t,
+				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+					return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such container")
+				},
+				ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+					return image.InspectResponse{Config: &dockerspec.DockerOCIImageConfig{}}, nil
+				},
+				ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+					creates++
+					return container.CreateResponse{}, errors.New("the test refuses every create")
+				},
+			}
+			f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": t.TempDir()}, t.TempDir(), project, time.Now(), fake)
+			err := cpRun(context.Background(), &CpOptions{IO: ios, Factory: f, Args: parse(t, args[0], args[1]),
+				MaxBytes: archive.DefaultMaxBytes, MaxEntries: archive.DefaultMaxEntries, MaxDepth: archive.DefaultMaxDepth})
+			if creates != 0 {
+				t.Errorf("%d create calls", creates)
+			}
+			if err == nil || err.Error() != `sandbox "no-such" not found` || errs.ExitCode(err) != errs.CodeError ||
+				!strings.Contains(errs.Hint(err), "sbx create -n no-such") {
+				t.Errorf("err %v, exit %d, hint %q", err, errs.ExitCode(err), errs.Hint(err))
+			}
+			if _, err := os.Lstat(filepath.Join(project, "h2")); !os.IsNotExist(err) {
+				t.Errorf("h2 was written: %v", err)
+			}
+		})
 	}
 }

@@ -66,10 +66,24 @@ type ExtractOptions struct {
 	// Progress, if set, is called with running totals after every chunk of file data and
 	// every directory. It runs on the extracting goroutine, so it must be quick.
 	Progress func(Stats)
+
+	// Guarded lists the absolute host directories a sandbox may write to (the project, a
+	// writable bind). No symbolic link at or below them on the way to dst is followed: the
+	// copy is refused with a *LinkError. Links elsewhere on the way are resolved.
+	Guarded []string
+	// Umask is cleared from the mode of every file and directory Extract creates: the
+	// caller's umask, as for any file the user creates. 0 keeps the archive's modes.
+	Umask fs.FileMode
+
+	// Tests set these to act where a sandbox could race sbx: beforeOpen runs between
+	// looking at a directory on the way to dst and opening it, beforeMove once the moves
+	// into place are planned.
+	beforeOpen func(path string)
+	beforeMove func()
 }
 
 // Extract materialises the untrusted tar stream r (the output of `tar -c` inside a sandbox)
-// at the host path dst, with docker cp's rules for the destination:
+// at the absolute host path dst, with docker cp's rules for the destination:
 //
 //   - dst does not exist: the item is created as dst. dst's parent must exist, and if dst
 //     ends in a separator (or "/.") the item must be a directory.
@@ -81,65 +95,60 @@ type ExtractOptions struct {
 //     is a dst that ends in a separator.
 //
 // Merging replaces existing files and keeps existing directories (and their modes), and
-// never follows a symlink below dst: a symlink in the way counts as a file. dst itself is
-// followed if it is a symlink, since the user named it.
+// never follows a symlink below dst: a symlink in the way counts as a file. A symlink on
+// the way to dst (dst itself included) is refused when it lies in one of opts.Guarded, and
+// resolved otherwise (see resolveDst).
 //
 // The whole stream is read, validated and written through an os.Root opened on a fresh
 // staging directory (named StagingPrefix...) beside where the item lands, then renamed into
-// place. On any error the staging directory is removed and dst is untouched; the one
-// exception is a merge whose renames fail half way on the host (say, a permission change
-// during the copy), which can leave some entries moved.
+// place by directory descriptor, so a directory swapped for a link meanwhile is never
+// followed. Staging directories that killed copies left there are removed first. On any
+// error the staging directory is removed and dst is untouched; the one exception is a merge
+// whose renames fail half way on the host (say, a permission change during the copy), which
+// can leave some entries moved.
 //
 // Refused, with an *EntryError naming the entry: absolute names, names that leave the root
 // after cleaning or contain "..", names outside Base at a path-element boundary, NUL or
 // backslash in names, symlinks, hardlinks, devices, FIFOs and other special types, and
 // entries whose data is shorter or longer than their header size. A stream cut short
 // (no end-of-archive marker) or with data after it is refused too. Crossing a cap returns
-// a *LimitError. Setuid, setgid and sticky bits are dropped, files belong to the calling
-// user, and xattrs are never restored; modes and modification times are kept.
+// a *LimitError. Setuid, setgid and sticky bits are dropped, opts.Umask is applied, files
+// belong to the calling user, and xattrs are never restored; modification times are kept.
 func Extract(ctx context.Context, r io.Reader, dst string, opts ExtractOptions) (Stats, error) {
 	opts, err := opts.resolve()
 	if err != nil {
 		return Stats{}, err
 	}
-	pl, err := place(dst, opts.Base, opts.Contents || opts.Base == ".")
+	pl, err := place(dst, opts)
 	if err != nil {
 		return Stats{}, err
 	}
-	target, err := os.OpenRoot(pl.dir)
+	defer pl.dir.Close()
+	claim(pl.dir)
+	tmp, stage, err := makeStagingDir(pl.dir)
 	if err != nil {
-		return Stats{}, fmt.Errorf("opening destination directory: %w", err)
-	}
-	defer target.Close()
-	tmp, err := makeStagingDir(target)
-	if err != nil {
-		return Stats{}, fmt.Errorf("creating a staging directory in %q: %w", pl.dir, err)
-	}
-	stage, err := target.OpenRoot(tmp)
-	if err != nil {
-		forceRemove(target, tmp)
-		return Stats{}, fmt.Errorf("opening staging directory: %w", err)
+		return Stats{}, fmt.Errorf("creating a staging directory in %q: %w", pl.dir.path, err)
 	}
 	x := &extractor{
 		opts:    opts,
-		stage:   stage,
+		stage:   stage.root,
 		entries: make(map[string]*staged),
 		buf:     make([]byte, bufSize),
 	}
 	if opts.Base == "." {
-		x.entries["."] = &staged{dir: true, mode: 0o755}
+		x.entries["."] = &staged{dir: true, mode: 0o755 &^ opts.Umask}
 	}
 	err = x.read(ctx, r)
 	if err == nil {
-		err = x.commit(ctx, target, tmp, pl)
+		err = x.commit(ctx, tmp, stage, pl)
 	}
 	stage.Close()
 	if err != nil {
-		forceRemove(target, tmp)
+		forceRemove(pl.dir.root, tmp)
 		return x.stats, err
 	}
 	// What is left is the empty skeleton of merged directories, or nothing.
-	if err := target.RemoveAll(tmp); err != nil {
+	if err := pl.dir.root.RemoveAll(tmp); err != nil {
 		return x.stats, fmt.Errorf("copied, but could not remove the staging directory: %w", err)
 	}
 	return x.stats, nil
@@ -174,69 +183,103 @@ func checkElement(s string) error {
 	return nil
 }
 
-// StagingDir returns the host directory in which Extract(ctx, r, dst, opts) would create its
-// staging directory, checking dst as Extract does, so a caller can clear leftovers of a killed
-// copy there first.
-func StagingDir(dst string, opts ExtractOptions) (string, error) {
-	pl, err := place(dst, opts.Base, opts.Contents || opts.Base == ".")
-	return pl.dir, err
+// CheckDestination checks dst as Extract would, without writing anything, so a caller can
+// refuse a bad destination before it starts the copy.
+func CheckDestination(dst string, opts ExtractOptions) error {
+	opts, err := opts.resolve()
+	if err != nil {
+		return err
+	}
+	pl, err := place(dst, opts)
+	if err != nil {
+		return err
+	}
+	pl.dir.Close()
+	return nil
 }
 
 // placement is where the staged item goes on the host.
 type placement struct {
-	dir       string // holds the staging directory; an os.Root is opened on it
-	name      string // the item's final name in dir; empty to merge the item's contents into dir
-	into      string // host path of the item (or of the merge target), for messages
-	mustBeDir bool   // dst was written as a directory but does not exist
-	replace   bool   // name exists as a non-directory and a file item replaces it
+	dir       *hostDir // holds the staging directory
+	name      string   // the item's final name in dir; empty to merge the item's contents into dir
+	into      string   // host path of the item (or of the merge target), for messages
+	mustBeDir bool     // dst was written as a directory but does not exist
+	replace   bool     // name exists as a non-directory and a file item replaces it
 }
 
-func place(dst, base string, contents bool) (placement, error) {
-	if dst == "" {
+func place(dst string, opts ExtractOptions) (placement, error) {
+	switch {
+	case dst == "":
 		return placement{}, errors.New("empty destination path")
+	case !filepath.IsAbs(dst):
+		return placement{}, fmt.Errorf("destination %q is not an absolute path", dst)
 	}
-	clean := filepath.Clean(dst)
 	dirOnly := strings.HasSuffix(dst, "/") || strings.HasSuffix(dst, string(filepath.Separator)) ||
 		filepath.Base(dst) == "."
-	fi, err := os.Stat(clean)
+	res, err := resolveDst(filepath.Clean(dst), opts)
+	if err != nil {
+		return placement{}, err
+	}
+	d := res.dir
+	into := filepath.Join(d.path, res.leaf)
+	switch {
+	case res.leaf != "" && res.fi == nil:
+		return placement{dir: d, name: res.leaf, into: into, mustBeDir: dirOnly}, nil
+	case res.leaf != "" && dirOnly:
+		d.Close()
+		return placement{}, fmt.Errorf("destination %q is not a directory", dst)
+	case res.leaf != "":
+		return placement{dir: d, name: res.leaf, into: into, replace: true}, nil
+	case opts.Contents || opts.Base == ".":
+		return placement{dir: d, into: d.path}, nil
+	}
+	base := opts.Base
+	item := filepath.Join(d.path, base)
+	li, err := d.root.Lstat(base)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		parent := filepath.Dir(clean)
-		if pfi, err := os.Stat(parent); err != nil || !pfi.IsDir() {
-			return placement{}, fmt.Errorf("destination directory %q does not exist", parent)
-		}
-		return placement{dir: parent, name: filepath.Base(clean), into: clean, mustBeDir: dirOnly}, nil
+		return placement{dir: d, name: base, into: item}, nil
 	case err != nil:
+		d.Close()
 		return placement{}, fmt.Errorf("destination: %w", err)
-	case fi.IsDir() && contents:
-		return placement{dir: clean, into: clean}, nil
-	case fi.IsDir():
-		item := filepath.Join(clean, base)
-		li, err := os.Lstat(item)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return placement{dir: clean, name: base, into: item}, nil
-		case err != nil:
-			return placement{}, fmt.Errorf("destination: %w", err)
-		case li.IsDir():
-			return placement{dir: item, into: item}, nil
+	case li.IsDir():
+		sub, err := d.child(base, li)
+		d.Close()
+		if err != nil {
+			return placement{}, err
 		}
-		return placement{dir: clean, name: base, into: item, replace: true}, nil
-	case dirOnly:
-		return placement{}, fmt.Errorf("destination %q is not a directory", dst)
+		return placement{dir: sub, into: item}, nil
 	}
-	return placement{dir: filepath.Dir(clean), name: filepath.Base(clean), into: clean, replace: true}, nil
+	return placement{dir: d, name: base, into: item, replace: true}, nil
 }
 
-func makeStagingDir(root *os.Root) (string, error) {
+// makeStagingDir creates a fresh staging directory in d and opens it, checking that what
+// it opens is the directory it created.
+func makeStagingDir(d *hostDir) (string, *hostDir, error) {
+	var name string
 	var err error
 	for range 10 {
-		name := StagingPrefix + strings.ToLower(rand.Text())
-		if err = root.Mkdir(name, 0o700); !errors.Is(err, fs.ErrExist) {
-			return name, err
+		name = StagingPrefix + strings.ToLower(rand.Text())
+		if err = d.root.Mkdir(name, 0o700); !errors.Is(err, fs.ErrExist) {
+			break
 		}
 	}
-	return "", err
+	if err != nil {
+		return "", nil, err
+	}
+	fi, err := d.root.Lstat(name)
+	if err == nil && !fi.IsDir() {
+		err = errChanged(filepath.Join(d.path, name))
+	}
+	var stage *hostDir
+	if err == nil {
+		stage, err = d.child(name, fi)
+	}
+	if err != nil {
+		forceRemove(d.root, name)
+		return "", nil, err
+	}
+	return name, stage, nil
 }
 
 // forceRemove removes a staging directory even when the modes it was given (say 0o500)
@@ -504,7 +547,7 @@ func (x *extractor) file(ctx context.Context, tr *tar.Reader, hdr *tar.Header, n
 		err = fmt.Errorf("%w: the stream ends before the %d bytes its header declares", ErrSizeMismatch, hdr.Size)
 	}
 	if err == nil {
-		err = f.Chmod(fs.FileMode(hdr.Mode) & fs.ModePerm)
+		err = f.Chmod(x.mode(hdr))
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -538,7 +581,7 @@ func (x *extractor) dir(hdr *tar.Header, name string) error {
 		x.stats.Dirs++
 	}
 	x.seen = true
-	e.mode = fs.FileMode(hdr.Mode) & fs.ModePerm
+	e.mode = x.mode(hdr)
 	e.mtime = hdr.ModTime
 	x.progress()
 	return nil
@@ -570,7 +613,8 @@ func (x *extractor) closeDir() {
 }
 
 // mkParents creates the directories above name that the stream has not created yet. They
-// stay 0o700 while staging; their final mode is applied at commit.
+// stay 0o700 while staging; at commit they get 0o755 less the umask: a directory the
+// archive does not describe is never made group- or world-writable.
 func (x *extractor) mkParents(raw, name string) error {
 	for i := range len(name) {
 		if name[i] != '/' {
@@ -586,10 +630,16 @@ func (x *extractor) mkParents(raw, name string) error {
 		if err := x.stage.Mkdir(p, 0o700); err != nil {
 			return entryErr(raw, err)
 		}
-		x.entries[p] = &staged{dir: true, mode: 0o755}
+		x.entries[p] = &staged{dir: true, mode: 0o755 &^ x.opts.Umask}
 		x.stats.Dirs++
 	}
 	return nil
+}
+
+// mode is the mode an entry gets on the host: its permission bits (never setuid, setgid
+// or sticky, which fs.ModePerm leaves out) less the umask.
+func (x *extractor) mode(hdr *tar.Header) fs.FileMode {
+	return fs.FileMode(hdr.Mode) & fs.ModePerm &^ x.opts.Umask
 }
 
 func (x *extractor) progress() {
@@ -598,16 +648,24 @@ func (x *extractor) progress() {
 	}
 }
 
-// move renames one staged entry (relative to the stage) to dst (relative to the target).
-type move struct{ from, to string }
+// mergeDir is a staged directory whose contents go into an existing host directory.
+type mergeDir struct {
+	from  string      // the staged directory, relative to the stage
+	name  string      // the host directory's name in its parent; "" for the top one
+	fi    fs.FileInfo // the host directory as planned; it must still be that one to move into
+	moves []string    // entries of from renamed into the host directory
+	subs  []*mergeDir // entries of from merged into host directories of the same name
+}
 
 // commit moves the staged item into place. Every check that can fail on the stream's
-// content happens before the first rename.
-func (x *extractor) commit(ctx context.Context, target *os.Root, tmp string, pl placement) error {
+// content happens before the first rename. Every rename and mode change goes by the
+// descriptors of directories checked to be the ones planned, never by a path that a
+// directory swapped for a link could redirect.
+func (x *extractor) commit(ctx context.Context, tmp string, stage *hostDir, pl placement) error {
 	base := x.opts.Base
 	item := x.entries[base]
 	contents := x.opts.Contents || base == "."
-	var moves []move
+	var merge *mergeDir
 	kept := map[string]bool{} // staged directories that merge into existing ones
 	switch {
 	case !item.dir && contents:
@@ -616,24 +674,24 @@ func (x *extractor) commit(ctx context.Context, target *os.Root, tmp string, pl 
 		return fmt.Errorf("cannot overwrite directory %q with a file", pl.into)
 	case pl.name == "":
 		kept[base] = true
-		var err error
-		if moves, err = x.planMerge(target, base, ".", pl.dir, kept, nil); err != nil {
+		merge = &mergeDir{from: base}
+		if err := x.planMerge(pl.dir, merge, kept); err != nil {
 			return err
 		}
 	case item.dir && pl.replace:
 		return fmt.Errorf("cannot overwrite non-directory %q with a directory", pl.into)
 	case !item.dir && pl.mustBeDir:
 		return fmt.Errorf("destination directory %q does not exist (the copied item is a file)", pl.into)
-	default:
-		moves = []move{{from: base, to: pl.name}}
 	}
 
 	// A directory needs write permission to be moved to another parent (its ".." changes),
 	// so the modes of moved directories are applied after the move.
-	moved := map[string]bool{}
-	for _, m := range moves {
-		moved[m.from] = true
-	}
+	moved := map[string]bool{base: merge == nil}
+	merge.walk(func(m *mergeDir) {
+		for _, n := range m.moves {
+			moved[path.Join(m.from, n)] = true
+		}
+	})
 	var dirs []string
 	for name, e := range x.entries {
 		if e.dir && !kept[name] && !moved[name] {
@@ -643,77 +701,130 @@ func (x *extractor) commit(ctx context.Context, target *os.Root, tmp string, pl 
 	// Deepest first, so setting a directory's time is not undone by work inside it.
 	slices.SortFunc(dirs, func(a, b string) int { return depth(b) - depth(a) })
 	for _, d := range dirs {
-		if err := x.finishDir(x.stage, d, x.entries[d]); err != nil {
+		if err := x.finishDir(d, x.entries[d]); err != nil {
 			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for _, m := range moves {
-		if err := target.Rename(path.Join(tmp, m.from), m.to); err != nil {
-			return fmt.Errorf("moving into %q: %w", pl.dir, err)
-		}
-		if e := x.entries[m.from]; e.dir {
-			if err := x.finishDir(target, m.to, e); err != nil {
-				return err
-			}
+	if x.opts.beforeMove != nil {
+		x.opts.beforeMove()
+	}
+	if merge != nil {
+		return x.moveMerged(stage, pl.dir, merge)
+	}
+	if base == "." {
+		// The stage itself is the item.
+		return x.move(pl.dir, tmp, item, pl.dir, pl.name)
+	}
+	return x.move(stage, base, item, pl.dir, pl.name)
+}
+
+// move renames the staged entry e, named from in the directory src, to name in the host
+// directory dst, then gives a directory its mode.
+func (x *extractor) move(src *hostDir, from string, e *staged, dst *hostDir, name string) error {
+	if err := renameAt(src, from, dst, name); err != nil {
+		return fmt.Errorf("moving into %q: %w", dst.path, err)
+	}
+	if e.dir {
+		if err := setDirAttrs(dst, name, e.mode, e.mtime); err != nil {
+			return fmt.Errorf("setting the mode of %q: %w", filepath.Join(dst.path, name), err)
 		}
 	}
 	return nil
 }
 
-func (x *extractor) finishDir(root *os.Root, name string, e *staged) error {
-	if err := root.Chmod(name, e.mode); err != nil {
+// moveMerged carries out the plan m in the host directory dst, which it opens level by
+// level, each checked to be the directory planMerge looked at.
+func (x *extractor) moveMerged(stage, dst *hostDir, m *mergeDir) error {
+	r, err := stage.root.OpenRoot(m.from)
+	if err != nil {
+		return err
+	}
+	src, err := newHostDir(r, filepath.Join(stage.path, m.from))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, n := range m.moves {
+		if err := x.move(src, n, x.entries[path.Join(m.from, n)], dst, n); err != nil {
+			return err
+		}
+	}
+	for _, sub := range m.subs {
+		if err := dst.inChild(sub.name, sub.fi, func(d *hostDir) error { return x.moveMerged(stage, d, sub) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walk calls f on m and every merge below it.
+func (m *mergeDir) walk(f func(*mergeDir)) {
+	if m == nil {
+		return
+	}
+	f(m)
+	for _, s := range m.subs {
+		s.walk(f)
+	}
+}
+
+func (x *extractor) finishDir(name string, e *staged) error {
+	if err := x.stage.Chmod(name, e.mode); err != nil {
 		return fmt.Errorf("setting the mode of %q: %w", name, err)
 	}
 	if !e.mtime.IsZero() {
-		if err := root.Chtimes(name, e.mtime, e.mtime); err != nil {
+		if err := x.stage.Chtimes(name, e.mtime, e.mtime); err != nil {
 			return fmt.Errorf("setting the times of %q: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// planMerge lists the renames that merge staged directory from into dst (relative to
-// target, whose host path is hostDir), checking every collision before anything moves.
-func (x *extractor) planMerge(target *os.Root, from, dst, hostDir string, kept map[string]bool, moves []move) ([]move, error) {
-	f, err := x.stage.Open(from)
+// planMerge plans merging the staged directory m.from into the host directory dst,
+// checking every collision before anything moves.
+func (x *extractor) planMerge(dst *hostDir, m *mergeDir, kept map[string]bool) error {
+	f, err := x.stage.Open(m.from)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ents, err := f.ReadDir(-1)
 	f.Close()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, de := range ents {
-		s, d := path.Join(from, de.Name()), path.Join(dst, de.Name())
+		n := de.Name()
+		s := path.Join(m.from, n)
 		e := x.entries[s]
 		if e == nil {
-			return nil, fmt.Errorf("staging directory holds %q, which the archive did not create", s)
+			return fmt.Errorf("staging directory holds %q, which the archive did not create", s)
 		}
-		fi, err := target.Lstat(d)
-		host := filepath.Join(hostDir, filepath.FromSlash(d))
+		fi, err := dst.root.Lstat(n)
+		host := filepath.Join(dst.path, n)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			moves = append(moves, move{from: s, to: d})
+			m.moves = append(m.moves, n)
 		case err != nil:
-			return nil, fmt.Errorf("destination: %w", err)
+			return fmt.Errorf("destination: %w", err)
 		case fi.IsDir() && e.dir:
 			kept[s] = true
-			if moves, err = x.planMerge(target, s, d, hostDir, kept, moves); err != nil {
-				return nil, err
+			sub := &mergeDir{from: s, name: n, fi: fi}
+			if err := dst.inChild(n, fi, func(d *hostDir) error { return x.planMerge(d, sub, kept) }); err != nil {
+				return err
 			}
+			m.subs = append(m.subs, sub)
 		case fi.IsDir():
-			return nil, fmt.Errorf("cannot overwrite directory %q with a file", host)
+			return fmt.Errorf("cannot overwrite directory %q with a file", host)
 		case e.dir:
-			return nil, fmt.Errorf("cannot overwrite non-directory %q with a directory", host)
+			return fmt.Errorf("cannot overwrite non-directory %q with a directory", host)
 		default:
-			moves = append(moves, move{from: s, to: d})
+			m.moves = append(m.moves, n)
 		}
 	}
-	return moves, nil
+	return nil
 }
 
 // copyN copies exactly n bytes from r to w through buf, checking ctx between chunks and

@@ -17,8 +17,9 @@ var fuzzAbs = filepath.Join(os.TempDir(), "sbx-fuzz-abs")
 // FuzzExtract feeds Extract hostile archives. The property: Extract either succeeds and
 // every change is at or under dst, or fails and the filesystem is exactly as before, with
 // no staging directory left behind. The layout byte picks the destination case, Base,
-// Contents and caps, and whether to repair header checksums after mutation so that
-// mutated names, types and sizes reach Extract's rules instead of failing the checksum.
+// Contents, caps and whether the work directory is guarded (walked by descriptor, as a
+// project a sandbox may write to), and whether to repair header checksums after mutation so
+// that mutated names, types and sizes reach Extract's rules instead of failing the checksum.
 //
 // Each run creates and removes a directory tree, so fuzz on a tmpfs, and bound the
 // minimisation of new inputs, which otherwise takes up to a minute each on slow runs:
@@ -39,7 +40,7 @@ func FuzzExtract(f *testing.F) {
 		tarOf(f, file("base/"+strings.Repeat("n", 150), "long name via PAX")),
 	}
 	for _, v := range valid {
-		for _, layout := range []uint8{0, 2, 4, 8, 16, 1 | 32} {
+		for _, layout := range []uint8{0, 2, 4, 8, 16, 1 | 32, 2 | 64, 8 | 64} {
 			f.Add(v, layout)
 		}
 	}
@@ -64,6 +65,9 @@ func FuzzExtract(f *testing.F) {
 		}
 		if layout&32 != 0 {
 			opts.MaxBytes, opts.MaxEntries, opts.MaxDepth = 64, 4, 3
+		}
+		if layout&64 != 0 {
+			opts.Guarded = []string{work}
 		}
 		before := snapshot(t, work)
 		_, err := Extract(context.Background(), bytes.NewReader(data), dst, opts)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,11 +294,18 @@ type CopyOutOptions struct {
 	SrcIsDir   bool
 	Contents   bool
 	FollowLink bool
-	// Dst is the host path, given to archive.Extract with the caps below (0: the default).
+	// Dst is the absolute host path, given to archive.Extract with the caps below (0: the
+	// default).
 	Dst        string
 	MaxBytes   int64
 	MaxEntries int
 	MaxDepth   int
+	// Guarded are host directories a sandbox may write to, where no link on the way to Dst
+	// is followed (archive.ExtractOptions.Guarded); the directories sb itself can write are
+	// added.
+	Guarded []string
+	// Umask is the user's umask, applied to what the copy creates on the host.
+	Umask fs.FileMode
 	// Stream, when set instead of Dst, receives the sandbox's raw tar stream (sbx cp
 	// NAME:PATH -); it is the caller's to treat as untrusted.
 	Stream io.Writer
@@ -578,14 +586,13 @@ func (m *Manager) CopyOut(ctx context.Context, sb *Sandbox, opts CopyOutOptions)
 		return nil, fmt.Errorf("sandbox path %q: name a file or directory below /", opts.Src)
 	}
 	xopts := archive.ExtractOptions{Base: path.Base(opts.Src), Contents: opts.Contents,
-		MaxBytes: opts.MaxBytes, MaxEntries: opts.MaxEntries, MaxDepth: opts.MaxDepth, Progress: opts.Progress}
+		MaxBytes: opts.MaxBytes, MaxEntries: opts.MaxEntries, MaxDepth: opts.MaxDepth, Progress: opts.Progress,
+		Guarded: append(slices.Clip(opts.Guarded), sb.WritableHostPaths...), Umask: opts.Umask}
 	if opts.Stream == nil {
-		dir, err := archive.StagingDir(opts.Dst, xopts)
-		if err != nil {
+		// A destination Extract would refuse is refused before anything runs in the sandbox.
+		if err := archive.CheckDestination(opts.Dst, xopts); err != nil {
 			return nil, err
 		}
-		release := claimHostDir(dir)
-		defer release()
 	}
 	cmd := []string{"bash", "-c", copyOutScript, "sbx-cp", opts.Src, copyFlag(opts.SrcIsDir || opts.Contents),
 		copyFlag(opts.FollowLink), copyFlag(opts.Stream != nil), copyFlag(opts.Totals != nil)}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/pkg/archive"
@@ -462,5 +463,59 @@ func TestCopyOutCleansHostLeftovers(t *testing.T) {
 	}
 	if got := tree(t, host); got != "f=x" {
 		t.Errorf("host holds %s", got)
+	}
+}
+
+// CopyOut guards the directories the sandbox itself can write, besides those the caller
+// names, and applies the caller's umask.
+func TestCopyOutGuardsAndUmask(t *testing.T) {
+	m := newHostManager(t)
+	box, host, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	writeFiles(t, box, map[string]string{"f": "x"})
+	if err := os.Chmod(filepath.Join(box, "f"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	bound := filepath.Join(host, "bound") // a writable bind of the sandbox's
+	if err := os.Mkdir(bound, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(bound, "out")); err != nil {
+		t.Fatal(err)
+	}
+	sb := *hostSandbox
+	sb.WritableHostPaths = []string{bound}
+	ctx := context.Background()
+	_, err := m.CopyOut(ctx, &sb, sandbox.CopyOutOptions{Src: filepath.Join(box, "f"), Dst: filepath.Join(bound, "out") + "/"})
+	var le *archive.LinkError
+	if !errors.As(err, &le) {
+		t.Errorf("through a link in the sandbox's bind: %v", err)
+	}
+	if got := tree(t, outside); got != "" {
+		t.Errorf("the link's target holds %s", got)
+	}
+	dst := filepath.Join(host, "f")
+	if _, err := m.CopyOut(ctx, &sb, sandbox.CopyOutOptions{Src: filepath.Join(box, "f"), Dst: dst, Umask: 0o027}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(dst); err != nil || fi.Mode() != 0o640 {
+		t.Errorf("mode %v (%v); want 0640 under umask 027", fi.Mode(), err)
+	}
+}
+
+func TestInspectListsWritableBinds(t *testing.T) {
+	fake := &sandboxtest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+		return container.InspectResponse{
+			ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
+			Config:            &container.Config{Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: "box"}},
+			Mounts: []container.MountPoint{
+				{Type: mount.TypeBind, Source: "/p", Destination: "/workspace", RW: true},
+				{Type: mount.TypeBind, Source: "/p/.git/hooks", Destination: "/workspace/.git/hooks"},
+				{Type: mount.TypeVolume, Source: "/var/lib/docker/volumes/v/_data", Destination: "/data", RW: true},
+			},
+		}, nil
+	}}
+	sb, err := (&sandbox.Manager{Engine: fake}).Inspect(context.Background(), "box")
+	if err != nil || strings.Join(sb.WritableHostPaths, " ") != "/p" {
+		t.Fatalf("%+v, %v", sb, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -53,6 +55,9 @@ type Sandbox struct {
 	Image     string
 	CreatedAt time.Time
 	Ports     []string // published ports as HOSTIP:HOSTPORT->PORT/PROTO (List only)
+	// WritableHostPaths are the host directories and files the sandbox can write through
+	// its bind mounts, as the engine reports them (Inspect only).
+	WritableHostPaths []string
 }
 
 // Hash is the config hash the sandbox was created with.
@@ -103,6 +108,8 @@ type EnsureOptions struct {
 	// RecreateIfIdle recreates it when idle for IdleRecreate or longer; otherwise it is used
 	// as it is and Ensure reports the drift.
 	RecreateIfIdle bool
+	// MustExist makes a missing sandbox a *NotFoundError instead of creating it.
+	MustExist bool
 }
 
 // EnsureResult is what Ensure found or made.
@@ -166,8 +173,12 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		return nil, err
 	}
 	name := ContainerName(in.Name)
+	recreating := false // this call removed the sandbox to create it again
 	for attempt := 0; attempt < 100; attempt++ {
 		sb, err := m.Inspect(ctx, in.Name)
+		if IsNotFound(err) && opts.MustExist && !recreating {
+			return nil, err
+		}
 		if IsNotFound(err) {
 			created, err := m.create(ctx, in)
 			if cerrdefs.IsConflict(err) {
@@ -222,6 +233,7 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 				if err := m.removeContainer(ctx, sb, false); err != nil {
 					return nil, err
 				}
+				recreating = true
 				continue
 			case opts.RecreateIfIdle:
 				res.Drift = keys
@@ -406,6 +418,11 @@ func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
 		return nil, &NotManagedError{Container: ContainerName(name)}
 	}
 	sb := &Sandbox{Name: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
+	for _, mp := range info.Mounts {
+		if mp.Type == mount.TypeBind && mp.RW && filepath.IsAbs(mp.Source) {
+			sb.WritableHostPaths = append(sb.WritableHostPaths, mp.Source)
+		}
+	}
 	if info.State != nil {
 		sb.Status = string(info.State.Status)
 	}

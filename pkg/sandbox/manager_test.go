@@ -163,6 +163,46 @@ func TestEnsureDrift(t *testing.T) {
 	}
 }
 
+// MustExist (sbx cp NAME:PATH) never creates a missing sandbox, but still recreates one it
+// found idle with a changed configuration, as exec would.
+func TestEnsureMustExist(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		fake := &sandboxtest.FakeEngine{ // no ContainerCreateFn: a create fails the test
+			ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+				return container.InspectResponse{}, errNotFound
+			},
+		}
+		_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{MustExist: true, RecreateIfIdle: true})
+		if !sandbox.IsNotFound(err) || errs.ExitCode(err) != errs.CodeError {
+			t.Fatalf("got %v (exit %d)", err, errs.ExitCode(err))
+		}
+	})
+	t.Run("idle with a changed configuration", func(t *testing.T) {
+		old, in := specInput(), specInput()
+		in.Config.PidsLimit = 512
+		removed, created := false, false
+		fake := &sandboxtest.FakeEngine{
+			ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+				if removed {
+					return container.InspectResponse{}, errNotFound
+				}
+				return inspectOf(t, old, container.StateExited), nil
+			},
+			ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { removed = true; return nil },
+			ImageInspectFn:    func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+			ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+				created = true
+				return container.CreateResponse{ID: "new"}, nil
+			},
+			ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+		}
+		res, err := fakeManager(t, fake).Ensure(context.Background(), in, sandbox.EnsureOptions{MustExist: true, RecreateIfIdle: true})
+		if err != nil || !removed || !created || res.Sandbox.ID != "new" {
+			t.Fatalf("err %v, removed %v, created %v", err, removed, created)
+		}
+	})
+}
+
 func TestEngineErrorsAreFailures(t *testing.T) {
 	fake := &sandboxtest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
