@@ -82,6 +82,24 @@ func testCpOutPlantedLink(t *testing.T, c *cli, who string, createFlags ...strin
 	} else if data, err := os.ReadFile(filepath.Join(mine, "pwned")); err != nil || string(data) != "pwned\n" {
 		t.Errorf("copied through the user's link: %q, %v", data, err)
 	}
+
+	// The other way: a copy in through the planted link would hand the sandbox what it points
+	// to. The secret is outside the project; only the link leads there.
+	c.mkdirAll(filepath.Join(outside, "keys"))
+	secret := filepath.Join(outside, "keys", "secret")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.chown(secret)
+	for _, src := range []string{"./out/keys/secret", "./out/keys", "./out/", "./d/in/keys/secret"} {
+		r := c.run("cp", src, name+":/tmp/stolen")
+		if r.code != 1 || !strings.Contains(r.stderr, "source ") || !strings.Contains(r.stderr, "a symbolic link") {
+			t.Errorf("sbx cp %s %s:/tmp/stolen: exit %d\n%s", src, name, r.code, r.stderr)
+		}
+	}
+	if r := c.run("exec", "-n", name, "--", "sh", "-c", "ls -A /tmp/stolen 2>&1; true"); strings.Contains(r.stdout, "secret") || strings.Contains(r.stdout, "keys") {
+		t.Errorf("the host secret reached the sandbox: %s", r.stdout)
+	}
 }
 
 // TestCLICpOutUmaskRoot and TestCLICpOutUmaskNonRoot: modes a sandbox chose (0666, 0777,

@@ -263,6 +263,9 @@ func checkHostSide(opts *CpOptions, host archive.Location, into bool, guarded []
 		if (host.TrailingSlash || host.Contents) && !fi.IsDir() {
 			return "", fmt.Errorf("%s is not a directory", p)
 		}
+		if err := archive.CheckSource(p, guarded, opts.FollowLink || host.TrailingSlash || host.Contents); err != nil {
+			return "", err
+		}
 		return p, nil
 	}
 	switch {

@@ -26,16 +26,22 @@ const maxLinks = 40
 // LinkError is a symbolic link on the way to a copy's host destination, in a directory a
 // sandbox may write to.
 type LinkError struct {
-	Dst    string // the destination, cleaned
+	// Source is set when the path is a copy's host source rather than its destination.
+	Source bool
+	Dst    string // the destination (or source), cleaned
 	Link   string // the link's host path
 	Target string // what it points to: text a sandbox may have chosen
 	Guard  string // the directory a sandbox may write to that holds the link
 }
 
 func (e *LinkError) Error() string {
-	what := fmt.Sprintf("destination %q is a symbolic link", e.Dst)
+	role := "destination"
+	if e.Source {
+		role = "source"
+	}
+	what := fmt.Sprintf("%s %q is a symbolic link", role, e.Dst)
 	if filepath.Clean(e.Dst) != e.Link {
-		what = fmt.Sprintf("destination %q goes through %q, a symbolic link", e.Dst, e.Link)
+		what = fmt.Sprintf("%s %q goes through %q, a symbolic link", role, e.Dst, e.Link)
 	}
 	return fmt.Sprintf("%s (to %s) inside %q, where a sandbox may write and may have made it; sbx follows no link there",
 		what, quoteName(e.Target), e.Guard)
@@ -48,6 +54,39 @@ func (e *LinkError) ExitCode() int { return errs.CodeError }
 func (e *LinkError) Hint() string {
 	return fmt.Sprintf("if you made that link, name the directory it points to instead; if not, a sandbox did: "+
 		"look at what it left in %s before you use it", e.Guard)
+}
+
+// CheckSource applies the same rule to a copy's host source: a symbolic link a sandbox may
+// have made inside a directory it writes to may point anywhere on the host, and following it
+// would hand what it points to to the sandbox. The last element is followed only when
+// followLast (cp -L, or a trailing slash); otherwise a link there is copied as a link. Links
+// outside guarded directories are the user's and are followed.
+func CheckSource(src string, guarded []string, followLast bool) error {
+	g := newGuards(guarded)
+	parts := splitPath(filepath.Clean(src))
+	cur := string(filepath.Separator)
+	for i, part := range parts {
+		next := filepath.Join(cur, part)
+		last := i == len(parts)-1
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return nil // a missing source is reported by the copy itself
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 || (last && !followLast) {
+			cur = next
+			continue
+		}
+		if guard := g.holding(next); guard != "" {
+			target, _ := os.Readlink(next)
+			return &LinkError{Source: true, Dst: filepath.Clean(src), Link: next, Target: target, Guard: guard}
+		}
+		real, err := filepath.EvalSymlinks(next)
+		if err != nil {
+			return nil
+		}
+		cur = real
+	}
+	return nil
 }
 
 // errChanged reports a directory that was not the same one when sbx opened it as when it

@@ -226,3 +226,49 @@ func TestExtractAppliesUmask(t *testing.T) {
 		}
 	}
 }
+
+// A copy's source may go through the user's own links, never through one in a directory a
+// sandbox writes to.
+func TestCheckSource(t *testing.T) {
+	base := t.TempDir()
+	proj, outside, mine := filepath.Join(base, "proj"), filepath.Join(base, "outside"), filepath.Join(base, "mine")
+	for _, d := range []string{filepath.Join(proj, "real"), filepath.Join(outside, "keys"), mine} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		filepath.Join(proj, "out"):         outside,
+		filepath.Join(proj, "real", "in"):  filepath.Join(outside, "keys"),
+		filepath.Join(base, "to-proj"):     proj, // the user's own link into the project
+		filepath.Join(proj, "real", "rel"): "../real",
+	} {
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	guarded := []string{proj}
+	for _, tt := range []struct {
+		src        string
+		followLast bool
+		link       string // "" when accepted
+	}{
+		{src: filepath.Join(proj, "out", "keys"), link: filepath.Join(proj, "out")},
+		{src: filepath.Join(proj, "out"), followLast: true, link: filepath.Join(proj, "out")},
+		{src: filepath.Join(proj, "out")}, // copied as a link, nothing read through it
+		{src: filepath.Join(proj, "real", "in", "x"), link: filepath.Join(proj, "real", "in")},
+		{src: filepath.Join(base, "to-proj", "out", "keys"), link: filepath.Join(proj, "out")},
+		{src: filepath.Join(base, "to-proj", "real")},
+		{src: filepath.Join(proj, "real", "rel", "in"), link: filepath.Join(proj, "real", "rel")},
+		{src: filepath.Join(mine)},
+	} {
+		err := CheckSource(tt.src, guarded, tt.followLast)
+		var le *LinkError
+		switch {
+		case tt.link == "" && err != nil:
+			t.Errorf("%s: refused: %v", tt.src, err)
+		case tt.link != "" && (!errors.As(err, &le) || le.Link != tt.link || !le.Source || !strings.HasPrefix(err.Error(), "source ")):
+			t.Errorf("%s: %v, want the link %s refused", tt.src, err, tt.link)
+		}
+	}
+}
