@@ -188,7 +188,7 @@ try() { out=$("$@" 2>&1) && { echo "WROTE: $*"; return; }; case $out in *"Read-o
 try touch x; try mkdir y; try chmod 777 .; try chmod 777 agent.sock; try ln -s / l; try mkfifo f
 try mv agent.sock z; try rm -f agent.sock; try mkdir -p y/z
 try dd if=/dev/zero of=big bs=1M count=10; try python3 -c 'import os; os.utime(".")'
-echo done`
+echo "done"`
 
 func checkAgentDirReadOnly(t *testing.T, e *env) {
 	t.Helper()
