@@ -19,7 +19,7 @@ import (
 type GlobalOptions struct {
 	ConfigFile string // --config: an extra config file layer
 	ProjectDir string // --project: project root override
-	Debug      bool   // --debug: log Docker API calls to stderr
+	Debug      bool   // --debug: log Docker API calls and agent fallbacks to stderr
 	Quiet      bool   // -q/--quiet
 }
 

@@ -47,6 +47,9 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	if !f.IOStreams.Quiet() {
 		m.Progress = f.IOStreams.ErrOut
 	}
+	if f.Global.Debug {
+		m.Debug = f.IOStreams.ErrOut
+	}
 	m.BuildImage = func(ctx context.Context, image string) error {
 		_, err := sandbox.EnsureImage(ctx, eng, image, progress)
 		return err

@@ -26,9 +26,15 @@ import (
 )
 
 // The agent (agent.py) is the main process of sandboxes on bundled images: sbx reaches it
-// through a Unix socket in a host directory bind-mounted into the sandbox, and it starts
-// commands without the engine's exec path. Sandboxes on other images, on remote engines, or
-// made by an sbx whose agent differs use the engine's exec instead.
+// through a Unix socket in a host directory bind-mounted read-only into the sandbox, and it
+// starts commands without the engine's exec path. Sandboxes on other images, on remote
+// engines, or made by an sbx whose agent differs use the engine's exec instead.
+//
+// Nothing in the sandbox can write to that directory, so sbx makes the socket: before it
+// starts the sandbox it binds the listening socket agent.sock there, and a second one,
+// handoff.sock, where the agent connects once it runs and receives agent.sock's listener
+// (SCM_RIGHTS). Clients only ever dial agent.sock, so one that comes during the hand-off
+// waits in its backlog and is never taken for the agent.
 
 //go:embed agent.py
 var agentSource string
@@ -49,10 +55,17 @@ const (
 	// AgentMountPath is where that directory appears inside the sandbox.
 	AgentMountPath = "/run/sbx-agent"
 	agentSocket    = "agent.sock"
-	// agentWait bounds how long starting a sandbox waits for its agent to listen.
-	agentWait = 3 * time.Second
+	handoffSocket  = "handoff.sock"
+	// agentWait bounds how long starting a sandbox waits for its agent to take its socket;
+	// an agent that comes later finds nobody and leaves commands to the engine's exec.
+	agentWait = 10 * time.Second
 	// agentHello bounds the agent's greeting; a paused sandbox accepts but never greets.
 	agentHello = 2 * time.Second
+	// maxAgentFrame bounds a frame from the agent, which sends at most 256 KiB of output at
+	// once; maxAgentRequest bounds a frame to it (MAX_FRAME in agent.py), which a request,
+	// with the command's arguments and variables, may fill: the kernel takes at most 6 MiB.
+	maxAgentFrame   = 1 << 20
+	maxAgentRequest = 8 << 20
 )
 
 // AgentsSupported reports whether sandboxes on the engine at host can run the agent: the
@@ -101,6 +114,21 @@ func (m *Manager) agentDirOf(sb *Sandbox) string {
 // errNoAgent means the command must go through the engine's exec.
 var errNoAgent = errors.New("no agent")
 
+// noAgent is errNoAgent with the reason, for --debug.
+type noAgent struct{ reason string }
+
+func (e *noAgent) Error() string        { return e.reason }
+func (e *noAgent) Is(target error) bool { return target == errNoAgent }
+
+func noAgentf(format string, a ...any) error { return &noAgent{reason: fmt.Sprintf(format, a...)} }
+
+// debugf writes one line for --debug.
+func (m *Manager) debugf(format string, a ...any) {
+	if m.Debug != nil {
+		fmt.Fprintf(m.Debug, "sbx: "+format+"\n", a...)
+	}
+}
+
 // agentRequest encodes the R frame: NUL-terminated fields tty, rows, cols, strict, cwd, argc,
 // the arguments, then the variables. Arguments and variables cannot hold NUL (Exec refuses
 // them), so any other bytes pass unchanged.
@@ -134,52 +162,37 @@ type agentStream struct {
 	buf  []byte // the last frame's body
 }
 
-// startAgent starts cmd through sandbox sb's agent, or returns errNoAgent when it has none
-// that answers.
+// startAgent starts cmd through sandbox sb's agent, or returns an error that is errNoAgent,
+// saying why, when it has none that answers.
 func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*agentStream, error) {
-	dir := m.agentDirOf(sb)
-	if dir == "" || sb.Labels[LabelAgent] != AgentVersion || opts.User != "" {
-		return nil, errNoAgent
+	switch v := sb.Labels[LabelAgent]; {
+	case v == "":
+		return nil, noAgentf("sandbox %q has no agent (an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
+	case m.agentDirOf(sb) == "":
+		return nil, noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
+	case v != AgentVersion:
+		return nil, noAgentf("sandbox %q runs agent version %s, this sbx speaks %s (sbx create -n %s --replace gives it this one)", sb.Name, v, AgentVersion, sb.Name)
+	case opts.User != "":
+		return nil, noAgentf("-u %s: the agent runs commands only as the sandbox's user", opts.User)
 	}
-	conn, err := dialAgentSocket(ctx, dir)
+	req := agentRequest(opts, cmd, size)
+	if len(req) > maxAgentRequest {
+		return nil, errs.New(fmt.Errorf("the command's arguments and variables take %d bytes, more than a command line may hold", len(req)), errs.CodeCannotExec, "pass large data on stdin or in a file (sbx cp)")
+	}
+	conn, err := dialAgentSocket(ctx, m.agentDirOf(sb))
 	if err != nil {
-		return nil, errNoAgent
+		return nil, noAgentf("sandbox %q: its agent did not answer: %v", sb.Name, err)
 	}
 	s := &agentStream{conn: conn, rd: bufio.NewReaderSize(conn, 256<<10)}
 	if err := s.hello(); err != nil {
 		conn.Close()
-		return nil, errNoAgent
+		return nil, noAgentf("sandbox %q: its agent did not greet: %v", sb.Name, err)
 	}
-	if err := s.send('R', agentRequest(opts, cmd, size)); err != nil {
+	if err := s.send('R', req); err != nil {
 		conn.Close()
 		return nil, errs.Failure(fmt.Errorf("sending a command to sandbox %q: %w", sb.Name, err), "")
 	}
 	return s, nil
-}
-
-// waitAgent waits until the agent of sandbox sb, which just started, takes connections; a
-// socket left by its previous run refuses them. An agent that never comes leaves commands
-// to the engine's exec.
-func (m *Manager) waitAgent(ctx context.Context, sb *Sandbox) {
-	dir := m.agentDirOf(sb)
-	if dir == "" || sb.Labels[LabelAgent] != AgentVersion {
-		return
-	}
-	const poll = 2 * time.Millisecond
-	for range agentWait / poll {
-		conn, err := dialAgentSocket(ctx, dir)
-		if err == nil {
-			conn.Close()
-			sealAgentDir(dir)
-			return
-		}
-		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
-			return
-		}
-		if sleepCtx(ctx, poll) != nil {
-			return
-		}
-	}
 }
 
 func (s *agentStream) hello() error {
@@ -209,8 +222,9 @@ func (s *agentStream) send(typ byte, body []byte) error {
 	return err
 }
 
-// maxFrame bounds a frame from the agent; the agent sends at most 256 KiB of output at once.
-const maxFrame = 1 << 20
+// errAgentProtocol is a frame from the agent that sbx does not take: the connection is
+// dropped.
+var errAgentProtocol = errors.New("protocol error")
 
 func (s *agentStream) next() (byte, []byte, error) {
 	var hdr [5]byte
@@ -218,8 +232,8 @@ func (s *agentStream) next() (byte, []byte, error) {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
-	if n > maxFrame {
-		return 0, nil, fmt.Errorf("agent frame of %d bytes", n)
+	if n > maxAgentFrame {
+		return 0, nil, fmt.Errorf("%w: the agent sent a frame of %d bytes, more than %d", errAgentProtocol, n, maxAgentFrame)
 	}
 	// Output frames are written out before the next read, so their buffer is reused.
 	if cap(s.buf) < int(n) {
@@ -270,13 +284,27 @@ func (s *agentStream) copyOutput(stdout, stderr io.Writer) error {
 		case 'Z':
 			s.code, err = strconv.Atoi(string(body))
 			s.exit = err == nil
-			return err
+			if err != nil {
+				return fmt.Errorf("%w: the agent sent exit status %q", errAgentProtocol, safeText(body))
+			}
+			return nil
 		case 'F':
 			num, msg, _ := strings.Cut(string(body), "\x00")
 			errno, _ := strconv.Atoi(num)
 			return &spawnError{errno: syscall.Errno(errno), msg: msg}
+		case 'X':
+			return fmt.Errorf("%w: the agent dropped the command: %s", errAgentProtocol, safeText(body))
+		default:
+			return fmt.Errorf("%w: the agent sent a frame of unknown type %q", errAgentProtocol, typ)
 		}
 	}
+}
+
+// safeText is text from the sandbox, cut short and with control characters escaped, for an
+// error message.
+func safeText(b []byte) string {
+	q := strconv.QuoteToASCII(string(b[:min(len(b), 512)]))
+	return q[1 : len(q)-1]
 }
 
 func (s *agentStream) close() { s.conn.Close() }
@@ -323,22 +351,27 @@ type spawnError struct {
 
 func (e *spawnError) Error() string { return e.msg }
 
-// prepareAgentDir makes the host directory for the agent's socket before the sandbox starts:
-// the engine refuses a bind mount whose source is missing. The sandbox user, whatever its
-// uid, must be able to create the socket there; the directory sits in a private directory,
-// so no other host user reaches it.
-func prepareAgentDir(name, dir string) error {
+// prepareAgentDir makes the host directory for the agent's socket, which the engine must
+// find to mount. The directory above is what keeps other host users away from a socket
+// anyone may open, so it is made private even if something created it open. With legacy
+// (a sandbox made by an sbx whose agent binds its own socket there, in a directory mounted
+// read-write) the directory is opened to every user, as that sbx did, or its agent could
+// not start; the sandbox then keeps that sbx's weakness, a directory it can write to, until
+// it is recreated.
+func prepareAgentDir(name, dir string, legacy bool) error {
 	if dir == "" {
 		return nil
 	}
-	// The directory above is what keeps other host users away from a socket anyone may
-	// open, so it is made private even if something created it open.
+	mode := os.FileMode(0o755) // the sandbox user, whatever its uid, must reach handoff.sock
+	if legacy {
+		mode = 0o777
+	}
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
 		err = os.Chmod(filepath.Dir(dir), 0o700)
 	}
 	if err == nil {
-		err = os.Chmod(dir, 0o777)
+		err = os.Chmod(dir, mode)
 	}
 	if err != nil {
 		return errs.Failure(fmt.Errorf("sandbox %q: making its agent directory: %w", name, err), "")
@@ -346,9 +379,89 @@ func prepareAgentDir(name, dir string) error {
 	return nil
 }
 
-// sealAgentDir takes write permission on the agent's directory away once its socket is
-// bound, so that a sandbox user other than the directory's owner can no longer put files on
-// the host's disk there. A sandbox user with the owner's uid (workspace rw, or a host user
-// who is uid 1000 like the bundled images' user) could give it back; prepareAgentDir opens
-// it again for the next start.
-func sealAgentDir(dir string) { _ = os.Chmod(dir, 0o555) }
+// agentStart is a sandbox being started with sbx's agent: its start lock, and the sockets
+// sbx hands to the agent (nil when they could not be made).
+type agentStart struct {
+	sb   *Sandbox
+	lock *os.File
+	h    *agentHandoff
+}
+
+// startContainer starts sb. For a sandbox with this sbx's agent it first makes the agent's
+// sockets, under a lock that keeps other sbx processes from starting it at the same time,
+// and returns what finishAgent completes; it returns nil when another sbx started the
+// sandbox meanwhile, or when there is no agent to hand anything to.
+func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart, error) {
+	dir := m.agentDirOf(sb)
+	if dir == "" || sb.Labels[LabelAgent] != AgentVersion {
+		if err := prepareAgentDir(sb.Name, dir, true); err != nil {
+			return nil, err
+		}
+		return nil, m.engineStart(ctx, sb)
+	}
+	if err := prepareAgentDir(sb.Name, dir, false); err != nil {
+		return nil, err
+	}
+	lock, err := flockFile(ctx, m.State.agentLock(sb.Name), true, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errs.Failure(fmt.Errorf("sandbox %q: taking its start lock: %w", sb.Name, err), "")
+	}
+	// Another sbx may have started it since it was found stopped: handing out new sockets
+	// now would take the running agent's away.
+	if info, err := m.Engine.ContainerInspect(ctx, sb.ID); err == nil && info.State != nil && (info.State.Running || info.State.Paused) {
+		lock.Close()
+		return nil, nil
+	}
+	as := &agentStart{sb: sb, lock: lock}
+	// What a previous run left: its sockets, and from an older sbx, whatever its sandbox
+	// wrote there. What cannot go (another user's files) does no harm: nothing inside can
+	// reach it but to read, and rm tries again.
+	if err := m.State.empty(dir); err != nil {
+		m.debugf("sandbox %q: clearing its agent directory: %v", sb.Name, err)
+	}
+	if as.h, err = listenHandoff(dir); err != nil {
+		m.debugf("sandbox %q: cannot make its agent's socket (%v); commands will go through the engine's exec", sb.Name, err)
+	}
+	if err := m.engineStart(ctx, sb); err != nil {
+		as.abandon()
+		return nil, err
+	}
+	return as, nil
+}
+
+// finishAgent waits for the agent of the sandbox as started to connect, and hands it its
+// socket. An agent that does not come in time leaves commands to the engine's exec.
+func (m *Manager) finishAgent(ctx context.Context, as *agentStart) {
+	if as == nil {
+		return
+	}
+	defer as.abandon()
+	if as.h == nil {
+		return
+	}
+	if err := as.h.pass(ctx, agentWait); err != nil {
+		m.debugf("sandbox %q: its agent did not take its socket: %v; commands will go through the engine's exec", as.sb.Name, err)
+		return
+	}
+	as.h.close(true)
+	as.h = nil
+}
+
+// abandon closes what is left of as: sockets the agent did not take are removed, so a
+// client finds none rather than one nobody answers. It is safe on nil and when called twice.
+func (as *agentStart) abandon() {
+	if as == nil {
+		return
+	}
+	if as.h != nil {
+		as.h.close(false)
+		as.h = nil
+	}
+	if as.lock != nil {
+		as.lock.Close()
+		as.lock = nil
+	}
+}

@@ -1,28 +1,41 @@
-# sbx's in-sandbox agent: the main process of sandboxes on bundled images. It listens on a
-# Unix socket in a directory the host bind-mounts and runs each request as a child process
-# whose stdio it relays over the connection, so a command starts without the engine's exec
-# path (containerd-shim plus runc exec, ~100 ms). It runs as the sandbox user under the
-# sandbox's limits, so its children are confined exactly as an exec would be. It has one
-# thread and forks only to run a request: a fork bomb that fills the pids limit cannot stall
-# it. It imports only modules written in C, which keeps its start (a sandbox's first
-# command waits for it) near the interpreter's own.
+# sbx's in-sandbox agent: the main process of sandboxes on bundled images. It accepts
+# connections on a Unix socket that sbx made on the host and handed over, and runs each
+# request as a child process whose stdio it relays over the connection, so a command starts
+# without the engine's exec path (containerd-shim plus runc exec, ~100 ms). It runs as the
+# sandbox user under the sandbox's limits, so its children are confined exactly as an exec
+# would be. It has one thread and forks only to run a request: a fork bomb that fills the
+# pids limit cannot stall it. It imports only modules written in C, which keeps its start (a
+# sandbox's first command waits for it) near the interpreter's own.
 #
-# Frames both ways: 1 byte type, 4 bytes big-endian length, payload.
+# The socket's directory (DIR) is mounted read-only, so nothing in the sandbox can store a
+# byte there, the agent included: sbx binds the listening socket agent.sock on the host
+# before it starts the sandbox, and passes it over handoff.sock, the one socket the agent
+# connects to (connecting needs no write access to the mount). sbx sends the frame L with
+# the listener attached (SCM_RIGHTS); without it (a sandbox started by something other than
+# sbx, or an sbx that gave up), the agent only keeps the sandbox running and reaps orphans,
+# and sbx uses the engine's exec.
+#
+# Frames both ways: 1 byte type, 4 bytes big-endian length, payload of at most MAX_FRAME.
 #   agent -> client: H hello (version), 1 stdout, 2 stderr, F spawn failure ("errno\0text"),
-#                    Z exit code
+#                    Z exit code, X the agent gives up on the connection (text), then closes
 #   client -> agent: R request, I stdin, E stdin EOF, W "rows cols", K abort: terminate the
 #                    command's process group
+# A frame of another type, a longer one, a second R or a malformed R or W is refused with X,
+# and the connection is dropped as if the client had gone away.
 # A request is NUL-terminated fields: tty, rows, cols, strict, cwd, argc, argv..., env...
 # A client that goes away closes the command's stdin (or hangs up its terminal); sbx's exec
 # wrapper takes that as the signal to end the command. With strict 1, a client that goes
 # away before E terminates the command's process group first, so a cut stream is never
 # taken for a complete one; with strict 2 (a command that owns its stdin, so the wrapper
 # cannot see the client go), a client that goes away before the exit does.
-import os, sys, select, fcntl, termios, _signal, _socket
+import os, sys, errno, select, fcntl, termios, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
 CHUNK = 256 << 10
 HIGH = 4 << 20
+MAX_FRAME = 8 << 20  # a request holds argv and environment: the kernel takes at most 6 MiB
+CLIENT_FRAMES = b"RIEWK"
+HANDOFF_WAIT = 30  # seconds; sbx sends the listener as soon as it accepts
 F_SETPIPE_SZ = 1031
 IN, OUT = select.EPOLLIN, select.EPOLLOUT
 ep = select.epoll()
@@ -93,6 +106,10 @@ def start(argv, env, cwd, fds, tty):
 
 class SpawnError(Exception):
     pass
+
+
+class ProtocolError(Exception):
+    """A frame the agent does not take: the connection is refused with its text."""
 
 
 class Conn:
@@ -176,6 +193,10 @@ class Conn:
     def frames(self):
         while len(self.inbuf) >= 5 and not self.gone:
             t, n = self.inbuf[0:1], int.from_bytes(self.inbuf[1:5], "big")
+            if t not in CLIENT_FRAMES:
+                raise ProtocolError("unknown frame type %r" % bytes(t))
+            if n > MAX_FRAME:
+                raise ProtocolError("frame %r of %d bytes, more than %d" % (bytes(t), n, MAX_FRAME))
             if len(self.inbuf) < 5 + n:
                 return
             if t == b"I":  # the bulk of a copy: straight to the pipe when nothing waits
@@ -196,16 +217,19 @@ class Conn:
                 continue
             data = bytes(self.inbuf[5:5 + n])
             del self.inbuf[:5 + n]
-            if t == b"R" and self.pid is None:
+            if t == b"R":
+                if self.pid is not None:
+                    raise ProtocolError("a second request on one connection")
                 self.spawn(data.split(b"\0"))
             elif t == b"E":
                 self.stdin_eof = True
                 self.feed()
             elif t == b"K":
                 self.abort()
-            elif t == b"W" and self.master is not None:
+            elif t == b"W":
                 rows, cols = data.split()
-                winsize(self.master, int(rows), int(cols))
+                if self.master is not None:
+                    winsize(self.master, int(rows), int(cols))
 
     def abort(self):
         # TERM before the input ends: the command dies, or cleans up and exits, without
@@ -215,9 +239,17 @@ class Conn:
                 os.killpg(self.pid, _signal.SIGTERM)
             except OSError:
                 pass
+        self.end_input()
+
+    def end_input(self):
+        """Close the command's stdin now, dropping what was not written yet."""
         self.stdin_buf.clear()
         self.stdin_eof = True
-        self.feed()
+        if self.stdin is not None:
+            unwatch(self.stdin)
+            close_fd(self.stdin)  # a terminal's copy only: it has no EOF to pass on
+            self.stdin = None
+        self.update()
 
     def drop(self):
         """The client went away: end the command's input, keep draining its output."""
@@ -225,12 +257,23 @@ class Conn:
             self.abort()
         self.close()
         self.out.clear()
-        self.stdin_buf.clear()
-        self.stdin_eof = True
-        self.feed()
+        self.end_input()
         self.pause(False)
         if self.master is not None:  # hang up the terminal
             self.end_output(self.master)
+
+    def fail(self, why, fd=None):
+        """Give up on the connection (a frame refused, or a bug in a handler of fd): tell the
+        client why if its socket takes it at once, then drop it as a client that went away."""
+        if not self.gone:
+            self.out += frame(b"X", why.encode("utf-8", "replace")[:4096])
+            try:
+                self.sock.send(self.out)
+            except OSError:
+                pass
+        if fd in self.outputs:  # its handler failed: never read it again
+            self.end_output(fd)
+        self.drop()
 
     def close(self):
         if not self.gone:
@@ -238,11 +281,17 @@ class Conn:
             self.events = 0
             self.gone = True
             self.sock.close()
+            listen(True)  # a descriptor is free again
 
     def spawn(self, f):
-        tty, rows, cols, self.strict, cwd = f[0] == b"1", int(f[1]), int(f[2]), f[3], f[4]
-        argc = int(f[5])
+        try:
+            tty, rows, cols, self.strict, cwd = f[0] == b"1", int(f[1]), int(f[2]), f[3], f[4]
+            argc = int(f[5])
+        except (IndexError, ValueError):
+            raise ProtocolError("malformed request") from None
         argv, envs = f[6:6 + argc], f[6 + argc:-1]
+        if not argv or len(argv) != argc or f[-1] != b"":
+            raise ProtocolError("malformed request")
         env = dict(base_env)
         if tty:
             env.setdefault(b"TERM", b"xterm")
@@ -305,12 +354,12 @@ class Conn:
                 self.stdin_buf.clear()
         if self.stdin_buf:
             watch(self.stdin, OUT, self.on_stdin)
+            self.update()
+        elif self.stdin_eof:
+            self.end_input()
         else:
             unwatch(self.stdin)
-            if self.stdin_eof:
-                os.close(self.stdin)  # a terminal's copy only: it has no EOF to pass on
-                self.stdin = None
-        self.update()
+            self.update()
 
     def on_stdin(self, ev):
         self.feed()
@@ -342,7 +391,7 @@ class Conn:
     def end_output(self, fd):
         unwatch(fd)
         del self.outputs[fd]
-        os.close(fd)
+        close_fd(fd)
         if fd == self.master:
             self.master = None
         self.finish()
@@ -373,17 +422,92 @@ def reap(ev):
         if conn is not None:
             code = os.waitstatus_to_exitcode(st)
             conn.status = 128 - code if code < 0 else code
-            conn.finish()
+            guard(conn.finish, conn)
+
+
+def guard(fn, conn, fd=None, *args):
+    """Run a handler of conn; an exception costs that connection, never the agent."""
+    try:
+        fn(*args)
+    except Exception as e:
+        if not isinstance(e, ProtocolError):
+            os.write(2, b"sbx-agent: %r\n" % e)
+        why = e.args[0] if isinstance(e, ProtocolError) else "internal error: %r" % e
+        try:
+            conn.fail(why, fd)
+        except Exception as e2:  # the last resort: at least the client learns
+            os.write(2, b"sbx-agent: dropping a connection: %r\n" % e2)
+            conn.close()
+
+
+def close_fd(fd):
+    os.close(fd)
+    listen(True)  # a descriptor is free again
+
+
+def listen(on):
+    """Watch the listener, or stop: while the agent is out of descriptors a pending
+    connection keeps it readable, and epoll would wake the agent for it at once, forever."""
+    global accepting
+    if lst is not None and on != accepting:
+        if on:
+            watch(lst.fileno(), IN, accept)
+        else:
+            unwatch(lst.fileno())
+        accepting = on
 
 
 def accept(ev):
     try:
         fd, _ = lst._accept()
-    except OSError:
+    except (BlockingIOError, InterruptedError):
+        return
+    except OSError as e:
+        if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+            # The connection waits in the backlog until a descriptor is freed (or a second
+            # has passed); sbx's client gives up on its greeting meanwhile and uses the
+            # engine's exec.
+            listen(False)
         return
     s = _socket.socket(fileno=fd)
-    s.setblocking(False)
-    Conn(s)
+    try:
+        s.setblocking(False)
+        Conn(s)
+    except Exception as e:
+        os.write(2, b"sbx-agent: a new connection: %r\n" % e)
+        unwatch(fd)
+        s.close()
+
+
+def take_listener():
+    """The listening socket sbx made for this sandbox, received over DIR/handoff.sock, or
+    None when nobody hands one over."""
+    fds = []
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        s.settimeout(HANDOFF_WAIT)
+        s.connect(os.path.join(DIR, "handoff.sock"))
+        msg, anc, _, _ = s.recvmsg(16, _socket.CMSG_LEN(16))
+        for level, kind, data in anc:
+            if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                fds += [int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4)]
+        if msg != frame(b"L") or len(fds) != 1:
+            raise ValueError("unexpected hand-off %r with %d descriptors" % (msg, len(fds)))
+        os.set_inheritable(fds[0], False)  # received without close-on-exec
+        sock = _socket.socket(fileno=fds[0])
+        fds.clear()
+        if sock.family != _socket.AF_UNIX or not sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_ACCEPTCONN):
+            sock.close()
+            raise ValueError("the descriptor handed over is not a listening Unix socket")
+        sock.setblocking(False)
+        return sock
+    except (OSError, ValueError) as e:
+        os.write(2, b"sbx-agent: no socket from sbx (%s); commands will come through the engine's exec\n" % str(e).encode())
+        return None
+    finally:
+        s.close()
+        for fd in fds:
+            os.close(fd)
 
 
 wake_r, wake_w = os.pipe()
@@ -394,29 +518,24 @@ _signal.signal(_signal.SIGCHLD, lambda *_: None)
 _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
 watch(wake_r, IN, reap)
 
-tmp = os.path.join(DIR, ".agent.%d.sock" % os.getpid())
-try:
-    os.unlink(tmp)
-except FileNotFoundError:
-    pass
-lst = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-lst.bind(tmp)
-os.chmod(tmp, 0o666)  # the host user connecting need not be the sandbox user
-lst.listen(128)
-lst.setblocking(False)
-os.rename(tmp, os.path.join(DIR, "agent.sock"))  # never a socket that does not listen yet
-watch(lst.fileno(), IN, accept)
+accepting = False
+lst = take_listener()
+listen(True)
 
 while True:
-    for fd, ev in ep.poll():
+    # Not accepting for want of descriptors: try again after a second even if none was freed.
+    events = ep.poll(1 if lst is not None and not accepting else -1)
+    if not events:
+        listen(True)
+    for fd, ev in events:
         fn = handlers.get(fd)
         if fn is None:
             continue
+        conn = getattr(fn, "__self__", None) or getattr(fn, "conn", None)
+        if isinstance(conn, Conn):
+            guard(fn, conn, fd, ev)
+            continue
         try:
             fn(ev)
-        except Exception as e:  # a bug must cost one command, not the sandbox
+        except Exception as e:  # not a connection's: log it and go on
             os.write(2, b"sbx-agent: %r\n" % e)
-            unwatch(fd)
-            conn = getattr(fn, "__self__", None) or getattr(fn, "conn", None)
-            if isinstance(conn, Conn):
-                conn.close()

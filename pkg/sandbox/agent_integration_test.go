@@ -21,9 +21,10 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
-// The agent directory is writable from inside. A link planted there in place of the socket
-// must never make sbx connect to what it points at on the host; the command then goes
-// through the engine's exec and still works.
+// The agent directory was writable from inside in sandboxes of older sbx versions. A link
+// planted there in place of the socket must never make sbx connect to what it points at on
+// the host; the command then goes through the engine's exec and still works. (Today's
+// sandboxes cannot plant one: the directory is read-only inside.)
 func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 	e := newEnv(t, nil)
 	res := e.ensure()
@@ -45,17 +46,16 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 			c.Close()
 		}
 	}()
-	// A sealed directory (sealAgentDir) refuses the sandbox user unless it has the owner's
-	// uid; the test opens it to plant the link, as such a user could.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	o := e.sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock 2>&1; echo $?")
+	if !strings.Contains(o.stdout, "Read-only file system") {
+		t.Errorf("moving the socket from inside: %q", o.stdout)
+	}
+	// As a sandbox of an older sbx could.
+	if err := os.Rename(filepath.Join(dir, "agent.sock"), filepath.Join(dir, "moved.sock")); err != nil {
 		t.Fatal(err)
 	}
-	o := e.sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock && ln -s " + bait + " " + sandbox.AgentMountPath + "/agent.sock && echo planted")
-	if o.stdout != "planted\n" {
-		t.Fatalf("planting the link: %+v %q %q", o.res, o.stdout, o.stderr)
-	}
-	if fi, err := os.Lstat(filepath.Join(dir, "agent.sock")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
-		t.Fatalf("the host does not see the planted link: %v %v", fi, err)
+	if err := os.Symlink(bait, filepath.Join(dir, "agent.sock")); err != nil {
+		t.Fatal(err)
 	}
 	o = e.sh("echo $PPID; echo works")
 	if !strings.HasSuffix(o.stdout, "works\n") || !strings.HasPrefix(o.stdout, "0\n") {
@@ -158,31 +158,46 @@ func TestAgentDuringForkBomb(t *testing.T) {
 	}
 }
 
-// Once the agent is up its directory is sealed: a sandbox user that is not the directory's
-// owner on the host cannot write there.
-func TestAgentDirSealedFromInside(t *testing.T) {
-	e := newEnv(t, nil)
-	e.ensure()
-	fi, err := os.Stat(e.agentDir())
-	if err != nil {
-		t.Fatal(err)
+// The agent directory is mounted read-only: whatever its uid (root included, which has the
+// host directory's owner's uid when sbx runs as root, as a rw workspace's user or uid 1000
+// may), the sandbox can create, write, chmod, link or remove nothing there. After a
+// restart, which makes the sockets again, the host directory holds the socket alone.
+func TestAgentDirReadOnlyFromInside(t *testing.T) {
+	for _, user := range []string{"", "0:0"} {
+		t.Run("user "+user, func(t *testing.T) {
+			e := newEnv(t, func(c *config.Config) {
+				if user != "" {
+					c.User = user
+				}
+			})
+			e.ensure()
+			checkAgentDirReadOnly(t, e)
+			if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+				t.Fatal(err)
+			}
+			e.checkTransport(true)
+			checkAgentDirReadOnly(t, e)
+		})
 	}
-	if fi.Mode().Perm() != 0o555 {
-		t.Errorf("agent directory mode %o, want 555", fi.Mode().Perm())
+}
+
+// agentDirWrites tries every way of storing something in the agent directory from inside,
+// printing one line per attempt that succeeds or fails with another error than EROFS.
+const agentDirWrites = `d=/run/sbx-agent; cd "$d" || exit 9
+try() { out=$("$@" 2>&1) && { echo "WROTE: $*"; return; }; case $out in *"Read-only file system"*) ;; *) echo "OTHER: $* -> $out";; esac; }
+try touch x; try mkdir y; try chmod 777 .; try chmod 777 agent.sock; try ln -s / l; try mkfifo f
+try mv agent.sock z; try rm -f agent.sock; try mkdir -p y/z
+try dd if=/dev/zero of=big bs=1M count=10; try python3 -c 'import os; os.utime(".")'
+echo "done"`
+
+func checkAgentDirReadOnly(t *testing.T, e *env) {
+	t.Helper()
+	o := e.sh(agentDirWrites)
+	if o.stdout != "done\n" {
+		t.Errorf("writing into the agent directory from inside:\n%s%s", o.stdout, o.stderr)
 	}
-	if os.Geteuid() == 1000 {
-		t.Skip("cannot run here: the host user has the sandbox user's uid, which owns the directory")
-	}
-	o := e.sh("touch " + sandbox.AgentMountPath + "/x 2>&1; echo $?")
-	if !strings.Contains(o.stdout, "Permission denied") {
-		t.Errorf("writing into the agent directory from inside: %q", o.stdout)
-	}
-	// A restart opens it for the new agent's socket, then seals it again.
-	if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
-		t.Fatal(err)
-	}
-	e.checkTransport(true)
-	if fi, err := os.Stat(e.agentDir()); err != nil || fi.Mode().Perm() != 0o555 {
-		t.Errorf("after a restart: %v %v", fi, err)
+	entries, err := os.ReadDir(e.agentDir())
+	if err != nil || len(entries) != 1 || entries[0].Name() != "agent.sock" {
+		t.Errorf("the host's agent directory holds %v (%v), want agent.sock alone", entries, err)
 	}
 }

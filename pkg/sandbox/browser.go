@@ -111,7 +111,15 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 		return nil, err
 	}
 	b.Sandbox = sb
-	if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error { return m.start(ctx, sb) }); err != nil {
+	// The image's entrypoint starts the agent once Chromium is up: its socket is handed over
+	// after that.
+	var as *agentStart
+	defer func() { as.abandon() }()
+	if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error {
+		var err error
+		as, err = m.startContainer(ctx, sb)
+		return err
+	}); err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
 	sb.Status = "running"
@@ -124,7 +132,7 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 	if err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
-	m.waitAgent(ctx, sb) // the image's entrypoint starts it once Chromium is up
+	m.finishAgent(ctx, as)
 	b.HostPorts, b.Version = hostPorts, version.Browser
 	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort])
 	if err != nil {

@@ -262,6 +262,7 @@ func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOption
 	if !errors.Is(err, errNoAgent) || opts.strictStdin {
 		return nil, err
 	}
+	m.debugf("command through the engine's exec: %v", err)
 	return m.startExec(ctx, sb, opts, cmd, size)
 }
 

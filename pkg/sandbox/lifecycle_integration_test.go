@@ -334,41 +334,50 @@ func TestMemoryBombIsReported(t *testing.T) {
 	})
 }
 
+// Many first commands at once make one sandbox; many at once on a stopped one start it once.
+// Either way its agent gets its socket: only one start hands it over.
 func TestConcurrentEnsureMakesOneContainer(t *testing.T) {
 	e := newEnv(t, nil)
-	var wg sync.WaitGroup
-	errCh := make(chan error, 20)
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
-			if err != nil {
-				errCh <- err
-				return
-			}
-			var out bytes.Buffer
-			r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"true"}, Stdout: &out, Stderr: &out})
-			if err == nil && r.ExitCode != 0 {
-				err = fmt.Errorf("exit %d: %s", r.ExitCode, out.String())
-			}
-			if err != nil {
-				errCh <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errCh)
-	for err := range errCh {
-		t.Error(err)
-	}
-	list, err := e.m.Engine.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("name", "^/"+sandbox.ContainerName(e.in.Name)+"$"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list) != 1 {
-		t.Errorf("%d containers, want exactly 1", len(list))
+	for _, round := range []string{"create", "restart"} {
+		var wg sync.WaitGroup
+		errCh := make(chan error, 20)
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+				if err != nil {
+					errCh <- err
+					return
+				}
+				defer res.Lease.Release()
+				var out bytes.Buffer
+				r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"true"}, Stdout: &out, Stderr: &out})
+				if err == nil && r.ExitCode != 0 {
+					err = fmt.Errorf("exit %d: %s", r.ExitCode, out.String())
+				}
+				if err != nil {
+					errCh <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errCh)
+		for err := range errCh {
+			t.Errorf("%s: %v", round, err)
+		}
+		list, err := e.m.Engine.ContainerList(context.Background(), container.ListOptions{All: true,
+			Filters: filters.NewArgs(filters.Arg("name", "^/"+sandbox.ContainerName(e.in.Name)+"$"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 1 {
+			t.Errorf("%s: %d containers, want exactly 1", round, len(list))
+		}
+		e.checkTransport(true)
+		if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

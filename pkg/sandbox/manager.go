@@ -44,6 +44,9 @@ type Manager struct {
 	HomeDir string
 	// Warn receives warnings for stderr, which quiet does not silence.
 	Warn io.Writer
+	// Debug, when set (--debug), receives a line for each decision a user may want to see
+	// explained, such as a command going through the engine's exec instead of the agent.
+	Debug io.Writer
 }
 
 // Sandbox is an existing sandbox as the engine reports it.
@@ -313,7 +316,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareAgentDir(in.Name, in.AgentDir); err != nil {
+	if err := prepareAgentDir(in.Name, in.AgentDir, false); err != nil {
 		return nil, err
 	}
 	if plan != nil {
@@ -386,10 +389,17 @@ func Protection(root, home string, cfg config.Config) (*protect.Plan, error) {
 	return protect.Find(root, cfg.ProtectedPaths, protect.Options{Home: home})
 }
 
+// start starts sb and, when it has this sbx's agent, hands the agent its socket.
 func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
-	if err := prepareAgentDir(sb.Name, m.agentDirOf(sb)); err != nil {
+	as, err := m.startContainer(ctx, sb)
+	if err != nil {
 		return err
 	}
+	m.finishAgent(ctx, as)
+	return nil
+}
+
+func (m *Manager) engineStart(ctx context.Context, sb *Sandbox) error {
 	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
 		if strings.Contains(err.Error(), "bind source path does not exist") {
 			// A protected path (or a bind) removed on the host since create: the engine
@@ -399,7 +409,6 @@ func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
 		}
 		return engineErr(fmt.Sprintf("starting sandbox %q", sb.Name), err)
 	}
-	m.waitAgent(ctx, sb)
 	return nil
 }
 
@@ -507,9 +516,10 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		return err
 	}
 	if dir := m.agentDirOf(sb); dir != "" {
+		_ = m.State.remove(m.State.agentLock(sb.Name))
 		if err := m.State.remove(dir); err != nil {
 			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", sb.Name, err),
-				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
+				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root if another user owns what is in it)")
 		}
 	}
 	return nil

@@ -323,7 +323,7 @@ func TestRemoveSandboxOfAnOlderSbx(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "agent.sock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(dir, 0o555); err != nil { // sealed, as a running agent leaves it
+	if err := os.Chmod(dir, 0o555); err != nil { // sealed, as an older sbx left it
 		t.Fatal(err)
 	}
 	fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
@@ -571,5 +571,40 @@ func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m.State.Dir, "agent", in.Name)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the unused agent directory is left: %v", err)
+	}
+}
+
+// With --debug, a command that goes through the engine's exec says why, in one line.
+func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
+	for _, tt := range []struct {
+		name, agent, user, want string
+	}{
+		{"no agent", "", "", `sandbox "app-123456" has no agent`},
+		{"another version", "0123456789ab", "", `sandbox "app-123456" runs agent version 0123456789ab, this sbx speaks ` + sandbox.AgentVersion},
+		{"a user", sandbox.AgentVersion, "root", "-u root: the agent runs commands only as the sandbox's user"},
+		{"no answer", sandbox.AgentVersion, "", `sandbox "app-123456": its agent did not answer: `},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stop := errors.New("no engine here")
+			fake := &sandboxtest.FakeEngine{
+				ContainerExecCreateFn: func(context.Context, string, container.ExecOptions) (container.ExecCreateResponse, error) {
+					return container.ExecCreateResponse{}, stop
+				},
+				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+					return inspectOf(t, specInput(), container.StateRunning), nil
+				},
+			}
+			m := fakeManager(t, fake)
+			var debug strings.Builder
+			m.Debug = &debug
+			sb := &sandbox.Sandbox{Name: "app-123456", ID: "c1", Status: "running", Labels: map[string]string{sandbox.LabelAgent: tt.agent}}
+			_, err := m.Exec(context.Background(), sb, sandbox.ExecOptions{Cmd: []string{"true"}, User: tt.user})
+			if !errors.Is(err, stop) {
+				t.Fatalf("want the engine's exec tried, got %v", err)
+			}
+			if got := debug.String(); !strings.HasPrefix(got, "sbx: command through the engine's exec: "+tt.want) || strings.Count(got, "\n") != 1 {
+				t.Errorf("debug output %q, want one line saying %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -217,7 +217,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	if in.AgentDir != "" {
 		spec.Container.Cmd = agentCmd()
 		spec.Container.Env = append(spec.Container.Env, agentEnv+"="+agentSource)
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath,
+		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
+		// its uid, can store a byte there or change a mode (EROFS).
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	for _, b := range cfg.Binds {

@@ -376,7 +376,8 @@ func TestBuildSpecAgent(t *testing.T) {
 	var found bool
 	for _, m := range spec.Host.Mounts {
 		if m.Target == AgentMountPath {
-			found = m.Source == "/state/agent/app-1a2b3c" && m.Type == "bind"
+			// Read-only: nothing in the sandbox may store data on the host's disk there.
+			found = m.Source == "/state/agent/app-1a2b3c" && m.Type == "bind" && m.ReadOnly
 		}
 	}
 	if !found {
@@ -412,7 +413,7 @@ func TestBuildSpecProtectedPaths(t *testing.T) {
 		bind(".git/hooks", true), bind("a/b", false),
 		bind("a/b/.git", false),
 		bind("a/b/.git/config", true),
-		{Type: mount.TypeBind, Source: "/state/agent/app", Target: AgentMountPath, BindOptions: rprivate},
+		{Type: mount.TypeBind, Source: "/state/agent/app", Target: AgentMountPath, ReadOnly: true, BindOptions: rprivate},
 		{Type: mount.TypeBind, Source: "/home/u/app/data", Target: "/data", BindOptions: rprivate},
 	}
 	if !reflect.DeepEqual(s.Host.Mounts, want) {

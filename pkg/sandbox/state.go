@@ -34,6 +34,12 @@ func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir,
 // the name every time, never read from a label, which an image can set.
 func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
 
+// agentLock is the lock file held while sandbox name starts with its agent (agent.go): beside
+// the agent directories, out of every sandbox's reach, under a name no sandbox can have.
+func (s *StateStore) agentLock(name string) string {
+	return filepath.Join(s.Dir, "agent", "."+name+".lock")
+}
+
 // inside returns p with its links resolved when it lies strictly inside the state directory
 // (its links resolved too), and an error otherwise. Whatever sbx removes on the host passes
 // through it, so no label, name or planted link can make it remove anything else.
@@ -53,8 +59,8 @@ func (s *StateStore) inside(p string) (string, error) {
 	return real, nil
 }
 
-// remove deletes p, with everything under it, when inside allows it. A missing p is not an
-// error.
+// remove deletes p, with everything under it, when inside allows it, whatever modes a
+// sandbox gave what it wrote there (removeTree). A missing p is not an error.
 func (s *StateStore) remove(p string) error {
 	real, err := s.inside(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -63,10 +69,16 @@ func (s *StateStore) remove(p string) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Lstat(real); err == nil && fi.IsDir() {
-		_ = os.Chmod(real, 0o700) // a sealed agent directory (sealAgentDir) keeps its entries
+	return removeTree(real, false)
+}
+
+// empty deletes everything in the directory p, as remove does, and keeps p.
+func (s *StateStore) empty(p string) error {
+	real, err := s.inside(p)
+	if err != nil {
+		return err
 	}
-	return os.RemoveAll(real)
+	return removeTree(real, true)
 }
 
 // Touch records that sandbox name was used now.
