@@ -1,8 +1,11 @@
 package cmd
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -31,5 +34,30 @@ func TestScripts(t *testing.T) {
 			env.Setenv("NO_COLOR", "1")
 			return os.MkdirAll(home, 0o755)
 		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"exitcode": exitcode},
 	})
+}
+
+// exitcode runs a program and asserts its exact exit status: "exitcode 125 sbx exec -- true".
+// "! exec" would accept any failure, so a wrong code would pass. Its output is kept for the
+// stdout and stderr assertions that follow.
+func exitcode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exitcode CODE PROGRAM [ARGS...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %q is not a number", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("exitcode: running %s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
 }
