@@ -12,9 +12,20 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(cleanupAfter{m}, map[string]func(){
 		"sbx": func() { os.Exit(Main()) },
 	})
+}
+
+// cleanupAfter runs the tests, then removes the sbx binary the engine tests built.
+type cleanupAfter struct{ m *testing.M }
+
+func (c cleanupAfter) Run() int {
+	code := c.m.Run()
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+	return code
 }
 
 // TestScripts runs testdata/script/*.txtar against the real entry point. HOME and the XDG
