@@ -132,6 +132,24 @@ func TestCLIKilledAgentStopsSandbox(t *testing.T) {
 	}
 }
 
+// A command that stops the agent (SIGSTOP) after killing its watchdog is ended by sbx
+// itself, 2 s after its timeout and grace, and the agent gets CONT and serves again.
+func TestCLIStoppedAgentIsBackstopped(t *testing.T) {
+	c := newCLI(t)
+	name := cliRun + "-stop-agent"
+	script := "kill -STOP $PPID; " + killWatchdog
+	r := c.runWithin(time.Minute, "exec", "-n", name, "--timeout", "2s", "--", "bash", "-c", script, "sbx-test", "1005")
+	if limit := bound(2*time.Second) + 2*time.Second; r.code != 124 || r.took > limit || !strings.Contains(r.stderr, "timed out after 2s") {
+		t.Errorf("want exit 124 within %s: exit %d after %s, stdout %q stderr %q", limit, r.code, r.took, r.stdout, r.stderr)
+	}
+	if r := c.run("exec", "-n", name, "--", "sh", "-c", "echo ppid $PPID"); r.code != 0 || r.stdout == "ppid 0\n" || !strings.HasPrefix(r.stdout, "ppid ") {
+		t.Errorf("the next command, which the agent should run: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if s := c.sleepers(name); s != "" {
+		t.Errorf("left running after the timeout:\n%s", s)
+	}
+}
+
 // startReady starts cmd and returns what its stdout said once it says "ready"; the rest is
 // read and dropped. The deadline only fails a test whose command never gets there.
 func startReady(t *testing.T, cmd *exec.Cmd) string {
