@@ -82,6 +82,18 @@ func checkPath(t *testing.T, via, stdout string) {
 	}
 }
 
+// runKillAround runs killAround with mode in a new sandbox name, with a 2 s timeout, the
+// way via names, and checks that it came that way.
+func runKillAround(t *testing.T, c *cli, name string, via []string, viaName, mode string) result {
+	t.Helper()
+	if r := c.run("create", "-n", name); r.code != 0 {
+		t.Fatalf("create: %s", r.stderr)
+	}
+	r := c.runWithin(time.Minute, append(append([]string{"exec", "-n", name, "--timeout", "2s"}, via...), "--", "bash", "-c", killAround, "sbx-test", mode)...)
+	checkPath(t, viaName, r.stdout)
+	return r
+}
+
 // A command that kills every process it can see but the agent, its watchdog included, still
 // ends at its timeout, and sbx exits 124 within timeout + grace + 5 s.
 func TestCLITimeoutSurvivesKilledWatchdog(t *testing.T) {
@@ -89,11 +101,7 @@ func TestCLITimeoutSurvivesKilledWatchdog(t *testing.T) {
 	for _, via := range viaPaths {
 		t.Run(via.name, func(t *testing.T) {
 			name := cliRun + "-kw-" + via.name
-			if r := c.run("create", "-n", name); r.code != 0 {
-				t.Fatalf("create: %s", r.stderr)
-			}
-			r := c.runWithin(time.Minute, append(append([]string{"exec", "-n", name, "--timeout", "2s"}, via.args...), "--", "bash", "-c", killAround, "sbx-test", "agent")...)
-			checkPath(t, via.name, r.stdout)
+			r := runKillAround(t, c, name, via.args, via.name, "agent")
 			if !strings.Contains(r.stdout, "killed watchdog\n") || !strings.Contains(r.stdout, "ready\n") {
 				t.Fatalf("the command did not kill its watchdog: stdout %q stderr %q", r.stdout, r.stderr)
 			}
@@ -113,11 +121,7 @@ func TestCLIKilledAgentStopsSandbox(t *testing.T) {
 	for _, via := range viaPaths {
 		t.Run(via.name, func(t *testing.T) {
 			name := cliRun + "-ka-" + via.name
-			if r := c.run("create", "-n", name); r.code != 0 {
-				t.Fatalf("create: %s", r.stderr)
-			}
-			r := c.runWithin(time.Minute, append(append([]string{"exec", "-n", name, "--timeout", "2s"}, via.args...), "--", "bash", "-c", killAround, "sbx-test", "all")...)
-			checkPath(t, via.name, r.stdout)
+			r := runKillAround(t, c, name, via.args, via.name, "all")
 			if !strings.Contains(r.stdout, "killing the main process") {
 				t.Fatalf("the command did not kill the agent: stdout %q stderr %q", r.stdout, r.stderr)
 			}
