@@ -178,8 +178,14 @@ func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *s
 // ExitFor maps how a command ended to sbx's exit codes.
 func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved) error {
 	switch {
+	case res.Canceled && res.LeftRunning:
+		return errs.New(errors.New("interrupted; sbx could not end the command, which may still run in the sandbox"), errs.CodeInterrupted,
+			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
 	case res.Canceled:
 		return errs.New(errors.New("interrupted; the command and its processes were terminated"), errs.CodeInterrupted, "")
+	case res.TimedOut && res.LeftRunning:
+		return errs.New(fmt.Errorf("timed out after %s; sbx could not end the command, which may still run in the sandbox", timeout), errs.CodeTimeout,
+			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
 	case res.TimedOut:
 		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout,
 			fmt.Sprintf("give it longer with --timeout, or set the timeout key (now %s, from %s)", config.FormatDuration(r.Config.Timeout), r.Source("timeout")))

@@ -133,6 +133,8 @@ func TestExitFor(t *testing.T) {
 		{sandbox.ExecResult{ExitCode: 143, TimedOut: true}, 124, "timed out after 2s"},
 		{sandbox.ExecResult{ExitCode: 137, OOMKilled: true}, 137, "killed: out of memory, limit 64m"},
 		{sandbox.ExecResult{ExitCode: 143, Canceled: true}, 130, "interrupted"},
+		{sandbox.ExecResult{ExitCode: 137, TimedOut: true, LeftRunning: true}, 124, "timed out after 2s; sbx could not end the command"},
+		{sandbox.ExecResult{ExitCode: 137, Canceled: true, LeftRunning: true}, 130, "interrupted; sbx could not end the command"},
 	} {
 		err := ExitFor(&tt.res, 2*time.Second, r)
 		if code := errs.ExitCode(err); code != tt.wantCode {

@@ -129,9 +129,9 @@ func (m *Manager) debugf(format string, a ...any) {
 	}
 }
 
-// agentRequest encodes the R frame: NUL-terminated fields tty, rows, cols, strict, cwd, argc,
-// the arguments, then the variables. Arguments and variables cannot hold NUL (Exec refuses
-// them), so any other bytes pass unchanged.
+// agentRequest encodes the R frame: NUL-terminated fields tty, rows, cols, strict, timeout and
+// grace in milliseconds, reap, cwd, argc, the arguments, then the variables. Arguments and
+// variables cannot hold NUL (Exec refuses them), so any other bytes pass unchanged.
 func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) []byte {
 	var rows, cols uint
 	if size != nil {
@@ -146,20 +146,43 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) []byte {
 	case opts.Interactive && !opts.detach:
 		strict = "2"
 	}
+	// A background process keeps its own timeout (procScript); what sbx starts to outlive the
+	// exec is neither adopted by the command nor ended with it.
+	timeout, reap := opts.Timeout, "1"
+	if opts.detach || opts.outlive {
+		reap = "0"
+	}
+	if opts.detach {
+		timeout = 0
+	}
+	grace := KillGrace
+	if opts.grace > 0 {
+		grace = opts.grace
+	}
 	fields := []string{copyFlag(opts.TTY), strconv.FormatUint(uint64(rows), 10), strconv.FormatUint(uint64(cols), 10),
-		strict, opts.WorkDir, strconv.Itoa(len(cmd))}
+		strict, strconv.FormatInt(ceilMs(timeout), 10), strconv.FormatInt(ceilMs(grace), 10), reap,
+		opts.WorkDir, strconv.Itoa(len(cmd))}
 	fields = append(append(fields, cmd...), opts.Env...)
 	return []byte(strings.Join(fields, "\x00") + "\x00")
 }
 
+// ceilMs is d in whole milliseconds, rounded up so that no timeout becomes none.
+func ceilMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
 // agentStream is one command run by an agent.
 type agentStream struct {
+	m    *Manager
+	sb   *Sandbox
 	conn net.Conn
 	rd   *bufio.Reader
 	mu   sync.Mutex // serialises frames written by the stdin and resize goroutines
 	code int
 	exit bool   // a Z frame arrived
+	late bool   // a T frame arrived: the agent ended the command at its timeout
 	buf  []byte // the last frame's body
+
+	pmu     sync.Mutex // the P frame's fields, read by backstop
+	started [3]int     // the command's pid, its start time and the agent's pid (P)
 }
 
 // startAgent starts cmd through sandbox sb's agent, or returns an error that is errNoAgent,
@@ -183,7 +206,7 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 	if err != nil {
 		return nil, noAgentf("sandbox %q: its agent did not answer: %v", sb.Name, err)
 	}
-	s := &agentStream{conn: conn, rd: bufio.NewReaderSize(conn, 256<<10)}
+	s := &agentStream{m: m, sb: sb, conn: conn, rd: bufio.NewReaderSize(conn, 256<<10)}
 	if err := s.hello(); err != nil {
 		conn.Close()
 		return nil, noAgentf("sandbox %q: its agent did not greet: %v", sb.Name, err)
@@ -281,6 +304,16 @@ func (s *agentStream) copyOutput(stdout, stderr io.Writer) error {
 			if _, err := stderr.Write(body); err != nil {
 				return err
 			}
+		case 'P':
+			var p [3]int
+			if n, _ := fmt.Sscanf(string(body), "%d %d %d", &p[0], &p[1], &p[2]); n != 3 || p[0] <= 0 {
+				return fmt.Errorf("%w: the agent sent the process %q", errAgentProtocol, safeText(body))
+			}
+			s.pmu.Lock()
+			s.started = p
+			s.pmu.Unlock()
+		case 'T':
+			s.late = true
 		case 'Z':
 			s.code, err = strconv.Atoi(string(body))
 			s.exit = err == nil
@@ -309,11 +342,28 @@ func safeText(b []byte) string {
 
 func (s *agentStream) close() { s.conn.Close() }
 
-// cancel ends the command's stdin, which the watchdog reads, and keeps the connection open
-// for the exit code; a watchdog that cannot finish in time loses the connection.
+// cancel asks the agent to end the command (K) and keeps the connection open for the exit
+// code; an agent that cannot finish in time loses the connection.
 func (s *agentStream) cancel() {
-	_ = s.closeStdin()
+	s.abortStdin()
 	time.AfterFunc(KillGrace+5*time.Second, s.close)
+}
+
+func (s *agentStream) timedOut() bool       { return s.late }
+func (s *agentStream) slack() time.Duration { return agentSlack }
+
+// backstop ends the command from an exec of the engine when its agent has not reported it
+// ended past its timeout, grace and slack: something in the sandbox stopped or traces the
+// agent. The agent's pid gets CONT, so a stopped agent serves again.
+func (s *agentStream) backstop(ctx context.Context) {
+	defer s.close()
+	s.pmu.Lock()
+	p := s.started
+	s.pmu.Unlock()
+	if p[0] > 0 {
+		s.m.debugf("sandbox %q: its agent did not report the command ended at its timeout; ending it through the engine's exec", s.sb.Name)
+		s.m.killCommand(ctx, s.sb, "", p[0], strconv.Itoa(p[1]), p[2])
+	}
 }
 
 // errAgentLost is an agent that went away before the command's exit code came: the sandbox

@@ -16,19 +16,38 @@
 # and sbx uses the engine's exec.
 #
 # Frames both ways: 1 byte type, 4 bytes big-endian length, payload of at most MAX_FRAME.
-#   agent -> client: H hello (version), 1 stdout, 2 stderr, F spawn failure ("errno\0text"),
-#                    Z exit code, X the agent gives up on the connection (text), then closes
-#   client -> agent: R request, I stdin, E stdin EOF, W "rows cols", K abort: terminate the
-#                    command's process group
+#   agent -> client: H hello (version), P "pid start agent" (the command runs: its pid and
+#                    start time, field 22 of /proc/PID/stat, and the agent's pid), 1 stdout,
+#                    2 stderr, T the timeout expired (the agent is ending the command),
+#                    F spawn failure ("errno\0text"), Z exit code, X the agent gives up on the
+#                    connection (text), then closes
+#   client -> agent: R request, I stdin, E stdin EOF, W "rows cols", K abort: end the command
 # A frame of another type, a longer one, a second R or a malformed R or W is refused with X,
 # and the connection is dropped as if the client had gone away.
-# A request is NUL-terminated fields: tty, rows, cols, strict, cwd, argc, argv..., env...
-# A client that goes away closes the command's stdin (or hangs up its terminal); sbx's exec
-# wrapper takes that as the signal to end the command. With strict 1, a client that goes
-# away before E terminates the command's process group first, so a cut stream is never
-# taken for a complete one; with strict 2 (a command that owns its stdin, so the wrapper
-# cannot see the client go), a client that goes away before the exit does.
-import os, sys, errno, select, fcntl, termios, _signal, _socket
+# A request is NUL-terminated fields: tty, rows, cols, strict, timeout (ms, 0: none), grace
+# (ms), reap, cwd, argc, argv..., env...
+#
+# Ending a command: TERM to what belongs to it, then KILL after the grace period to what
+# still does. What belongs to it is its process group and session (the command starts as
+# their leader, and the agent reaps it only once it is done with them, so their IDs cannot
+# be reused meanwhile), every descendant of those by parent links, and what got TERM. With
+# reap 1 the command is a child subreaper (PR_SET_CHILD_SUBREAPER, kept across execve), so
+# what its processes orphan while it runs, setsid and double fork included, comes back to
+# it instead of to init and stays its descendant. The agent ends a command at its timeout
+# (sending T first), on K, and when the command's main process exits (whatever is left).
+# At the KILL it stops what belongs to the command first (SIGSTOP, until nothing new shows
+# up), so nothing forks away between the look and the kill. It reports Z at most KILL_DRAIN
+# after the KILL, or EXIT_DRAIN after what was left at the exit is gone, even when processes
+# it cannot attribute still hold the command's output open; it then stops reading it.
+# A client that goes away closes the command's stdin (or hangs up its terminal); with reap 1
+# and strict 0 it also ends the command. With strict 1, a client that goes away before E
+# ends the command first, so a cut stream is never taken for a complete one; with strict 2
+# (a command that owns its stdin, so the wrapper cannot see the client go), a client that
+# goes away before the exit does. With reap 0 (sbx's own launchers of background processes
+# and shell sessions, which start processes meant to outlive the exec) the command is no
+# subreaper, and K, or a client that goes away where strict says so, only sends TERM to its
+# process group.
+import os, sys, errno, select, fcntl, termios, time, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
 CHUNK = 256 << 10
@@ -36,12 +55,110 @@ HIGH = 4 << 20
 MAX_FRAME = 8 << 20  # a request holds argv and environment: the kernel takes at most 6 MiB
 CLIENT_FRAMES = b"RIEWK"
 HANDOFF_WAIT = 30  # seconds; sbx sends the listener as soon as it accepts
+POLL = 0.2  # seconds between looks at what is left of a command being ended
+KILL_DRAIN = 0.2  # seconds output may still come after the KILL before Z
+EXIT_DRAIN = 1.0  # seconds others may hold output open after the command and its group ended
 F_SETPIPE_SZ = 1031
+PR_SET_CHILD_SUBREAPER = 36
 IN, OUT = select.EPOLLIN, select.EPOLLOUT
 ep = select.epoll()
 handlers = {}  # fd -> callable(events)
-children = {}  # pid -> Conn
+jobs = {}  # pid -> Job, until the agent reaps the command
+timers = []  # [due, fn]: fn None once cancelled
 base_env = dict(os.environb)
+MYPID = os.getpid()
+
+
+def load_prctl():
+    """prctl(2) through _ctypes (written in C, unlike the ctypes package), or None."""
+    try:
+        import _ctypes
+
+        class Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Fn(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = Int
+
+        return Fn(_ctypes.dlsym(_ctypes.dlopen(None, 0), "prctl"))
+    except Exception as e:
+        os.write(2, b"sbx-agent: no prctl (%r): commands are no subreapers\n" % e)
+        return None
+
+
+prctl = load_prctl()
+
+
+def later(delay, fn):
+    t = [time.monotonic() + delay, fn]
+    timers.append(t)
+    return t
+
+
+def cancel(t):
+    if t is not None:
+        t[1] = None
+
+
+def run_timers():
+    now = time.monotonic()
+    due = [t for t in timers if t[0] <= now and t[1] is not None]
+    timers[:] = [t for t in timers if t[0] > now and t[1] is not None]
+    for t in due:
+        fn, t[1] = t[1], None
+        try:
+            fn()
+        except Exception as e:
+            os.write(2, b"sbx-agent: %r\n" % e)
+
+
+def next_timer():
+    """Seconds until the next timer is due, or None."""
+    due = [t[0] for t in timers if t[1] is not None]
+    return max(0, min(due) - time.monotonic()) if due else None
+
+
+def procs():
+    """pid -> (state, ppid, pgid, sid, start) of every process in the sandbox; empty when
+    /proc cannot be read (out of descriptors)."""
+    table = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        e = stat(name)
+        if e is not None:
+            table[int(name)] = e
+    return table
+
+
+def stat(pid):
+    try:
+        fd = os.open("/proc/%s/stat" % pid, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 2048)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    f = data[data.rfind(b")") + 2:].split()  # the name may hold spaces and parentheses
+    if len(f) < 20:
+        return None
+    return f[0], int(f[1]), int(f[2]), int(f[3]), int(f[19])
+
+
+def sig_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def watch(fd, events, fn):
@@ -65,8 +182,9 @@ def winsize(fd, rows, cols):
     fcntl.ioctl(fd, termios.TIOCSWINSZ, rows.to_bytes(2, sys.byteorder) + cols.to_bytes(2, sys.byteorder) + bytes(4))
 
 
-def start(argv, env, cwd, fds, tty):
-    """fork and exec argv with fds as its stdio in a new session; returns its pid."""
+def start(argv, env, cwd, fds, tty, reap):
+    """fork and exec argv with fds as its stdio in a new session, a child subreaper with
+    reap; returns its pid."""
     r, w = os.pipe()  # closed by exec: an empty read means the exec worked
     try:
         pid = os.fork()  # EAGAIN when the pids limit is full
@@ -77,6 +195,8 @@ def start(argv, env, cwd, fds, tty):
     if pid == 0:
         try:
             os.setsid()
+            if reap and prctl is not None:
+                prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
             if tty:
                 fcntl.ioctl(fds[0], termios.TIOCSCTTY, 0)
             for i, fd in enumerate(fds):
@@ -121,7 +241,9 @@ class Conn:
         self.out = bytearray()
         self.gone = False
         self.pid = None
+        self.job = None
         self.status = None
+        self.reported = False  # Z was sent (or would have been, to a client gone)
         self.outputs = {}  # output fd -> stream byte, while open
         self.paused = False
         self.master = None  # the terminal's master side in TTY mode
@@ -129,6 +251,7 @@ class Conn:
         self.stdin_buf = bytearray()
         self.stdin_eof = False
         self.strict = b"0"
+        self.reap = False
         self.send(frame(b"H", VERSION.encode()))
 
     def send(self, data):
@@ -232,13 +355,13 @@ class Conn:
                     winsize(self.master, int(rows), int(cols))
 
     def abort(self):
-        # TERM before the input ends: the command dies, or cleans up and exits, without
-        # ever reading an end of input; sbx's watchdog KILLs what remains of the group.
-        if self.pid and self.status is None:
-            try:
-                os.killpg(self.pid, _signal.SIGTERM)
-            except OSError:
-                pass
+        # Before the input ends: the command dies, or cleans up and exits, without ever
+        # reading an end of input.
+        if self.job is not None and self.status is None:
+            if self.reap:
+                self.job.end()
+            else:
+                sig_all([-self.pid], _signal.SIGTERM)
         self.end_input()
 
     def end_input(self):
@@ -253,7 +376,7 @@ class Conn:
 
     def drop(self):
         """The client went away: end the command's input, keep draining its output."""
-        if self.strict == b"2" and self.status is None or self.strict == b"1" and not self.stdin_eof:
+        if (self.strict == b"2" or self.strict == b"0" and self.reap) and self.status is None or self.strict == b"1" and not self.stdin_eof:
             self.abort()
         self.close()
         self.out.clear()
@@ -285,11 +408,12 @@ class Conn:
 
     def spawn(self, f):
         try:
-            tty, rows, cols, self.strict, cwd = f[0] == b"1", int(f[1]), int(f[2]), f[3], f[4]
-            argc = int(f[5])
+            tty, rows, cols, self.strict = f[0] == b"1", int(f[1]), int(f[2]), f[3]
+            timeout, grace, self.reap = int(f[4]) / 1000, int(f[5]) / 1000, f[6] == b"1"
+            cwd, argc = f[7], int(f[8])
         except (IndexError, ValueError):
             raise ProtocolError("malformed request") from None
-        argv, envs = f[6:6 + argc], f[6 + argc:-1]
+        argv, envs = f[9:9 + argc], f[9 + argc:-1]
         if not argv or len(argv) != argc or f[-1] != b"":
             raise ProtocolError("malformed request")
         env = dict(base_env)
@@ -308,7 +432,7 @@ class Conn:
                     winsize(slave, rows, cols)
                 self.stdin = os.dup(self.master)
                 mine = [self.master, self.stdin]
-                self.pid = start(argv, env, cwd, (slave, slave, slave), True)
+                self.pid = start(argv, env, cwd, (slave, slave, slave), True, self.reap)
                 self.outputs = {self.master: b"1"}
             else:
                 pipes = [os.pipe() for _ in range(3)]
@@ -319,7 +443,7 @@ class Conn:
                         fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
                     except OSError:
                         pass
-                self.pid = start(argv, env, cwd, theirs, False)
+                self.pid = start(argv, env, cwd, theirs, False, self.reap)
                 self.stdin = mine[0]
                 self.outputs = {mine[1]: b"1", mine[2]: b"2"}
         except (OSError, SpawnError) as e:
@@ -333,7 +457,8 @@ class Conn:
         finally:
             for fd in theirs:
                 os.close(fd)
-        children[self.pid] = self
+        self.job = Job(self, self.pid, timeout, grace)
+        self.send(frame(b"P", b"%d %d %d" % (self.pid, self.job.start, MYPID)))
         for fd in mine:
             os.set_blocking(fd, False)
         for fd in self.outputs:
@@ -400,8 +525,146 @@ class Conn:
         return self.status is not None and not self.outputs
 
     def finish(self):
-        if self.done():
+        if self.done() and not self.reported:
+            self.reported = True
             self.send(frame(b"Z", b"%d" % self.status))
+            self.end_input()  # without E (sbx sends none without -i) it would stay open
+
+    def force(self):
+        """Report the end now with what the outputs hold at this moment: processes the agent
+        could not attribute to the command hold them open, or the command is not reaped yet
+        after its KILL."""
+        if self.reported:
+            return
+        if self.status is None:
+            self.status = 128 + _signal.SIGKILL
+        for fd in list(self.outputs):
+            for _ in range(16):  # what is there, up to 4 MiB, never a stream without end
+                try:
+                    data = os.read(fd, CHUNK)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                self.send(self.outputs[fd] + len(data).to_bytes(4, "big") + data)
+            if fd in self.outputs:
+                self.end_output(fd)
+        self.finish()
+
+
+RUN, TERM, DONE = "run", "term", "done"
+
+
+class Job:
+    """A command's processes, from its start until the agent has ended what was left of
+    them and reaped the command: until then the command's pid, and so its group's and
+    session's IDs, cannot be reused (a zombie keeps it)."""
+
+    def __init__(self, conn, pid, timeout, grace):
+        self.conn, self.pid, self.grace = conn, pid, grace
+        e = stat(pid)
+        self.start = e[4] if e else 0
+        self.status = None  # the command's exit code, once it exited
+        self.phase = RUN
+        self.timed_out = False
+        self.marked = {}  # pid -> start of each process TERM or STOP went to
+        self.timers = [later(timeout, self.expire) if timeout > 0 else None]
+        jobs[pid] = self
+
+    def members(self, table):
+        """The processes in table that belong to the command (see the top of this file)."""
+        found = {p for p, e in table.items() if e[2] == self.pid or e[3] == self.pid}
+        if self.pid in table:
+            found.add(self.pid)
+        found.update(p for p, st in self.marked.items() if p in table and table[p][4] == st)
+        kids = {}
+        for p, e in table.items():
+            kids.setdefault(e[1], []).append(p)
+        todo = list(found)
+        while todo:
+            for c in kids.get(todo.pop(), ()):
+                if c not in found:
+                    found.add(c)
+                    todo.append(c)
+        found.difference_update((1, MYPID))
+        return found
+
+    def live(self, table):
+        """members that have not exited (a zombie only waits for its parent)."""
+        return [p for p in self.members(table) if table[p][0] != b"Z"]
+
+    def expire(self):
+        self.timed_out = True
+        self.conn.send(frame(b"T"))
+        self.end()
+
+    def end(self):
+        """TERM what belongs to the command, KILL after the grace period what still does."""
+        if self.phase != RUN:
+            return
+        table = procs()
+        left = self.live(table)
+        if not left and table:
+            return self.done(False)
+        self.phase = TERM
+        self.marked.update((p, table[p][4]) for p in left)
+        sig_all(left + [-self.pid], _signal.SIGTERM)
+        cancel(self.timers[0])
+        self.timers = [later(self.grace, self.kill), later(POLL, self.poll)]
+
+    def poll(self):
+        if self.phase != TERM:
+            return
+        table = procs()
+        if table and not self.live(table):
+            return self.done(False)
+        self.timers.append(later(POLL, self.poll))
+
+    def kill(self):
+        """Stop, until no new process shows up, then KILL, so nothing forks away."""
+        if self.phase != TERM:
+            return
+        stopped = {}
+        for _ in range(16):
+            table = procs()
+            new = [p for p in self.live(table) if stopped.get(p) != table[p][4]]
+            if not new:
+                break
+            for p in new:
+                stopped[p] = self.marked[p] = table[p][4]
+            sig_all(new, _signal.SIGSTOP)
+        sig_all(list(stopped) + [-self.pid], _signal.SIGKILL)
+        self.done(True)
+
+    def done(self, killed):
+        self.phase = DONE
+        for t in self.timers:
+            cancel(t)
+        self.release()
+        c = self.conn
+        if not c.reported:
+            later(KILL_DRAIN if killed or self.timed_out else EXIT_DRAIN, lambda: guard(c.force, c))
+
+    def exited(self, code):
+        self.status = code
+        c = self.conn
+        if c.status is None:
+            c.status = code
+            guard(c.finish, c)
+        if self.phase == RUN:
+            self.end()
+        elif self.phase == DONE:
+            self.release()
+
+    def release(self):
+        """Reap the command once the agent is done with its IDs, if it has exited."""
+        if self.status is not None and jobs.pop(self.pid, None) is not None:
+            try:
+                os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def reap(ev):
@@ -410,19 +673,23 @@ def reap(ev):
             pass
     except BlockingIOError:
         pass
-    # Any child, orphans included: without --init this process is pid 1.
-    while True:
-        try:
-            pid, st = os.waitpid(-1, os.WNOHANG)
+    for job in list(jobs.values()):
+        if job.status is not None:
+            continue
+        try:  # WNOWAIT: the zombie keeps the command's IDs until the job is done
+            r = os.waitid(os.P_PID, job.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        conn = children.pop(pid, None)
-        if conn is not None:
-            code = os.waitstatus_to_exitcode(st)
-            conn.status = 128 - code if code < 0 else code
-            guard(conn.finish, conn)
+            r = None
+        if r is not None and r.si_pid:
+            code = r.si_status if r.si_code == os.CLD_EXITED else 128 + r.si_status
+            guard(job.exited, job.conn, None, code)
+    if MYPID == 1:  # without --init, orphans come to the agent
+        for pid, e in procs().items():
+            if e[1] == 1 and e[0] == b"Z" and pid not in jobs:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
 
 
 def guard(fn, conn, fd=None, *args):
@@ -468,6 +735,7 @@ def accept(ev):
             # has passed); sbx's client gives up on its greeting meanwhile and uses the
             # engine's exec.
             listen(False)
+            later(1, lambda: listen(True))
         return
     s = _socket.socket(fileno=fd)
     try:
@@ -523,10 +791,8 @@ lst = take_listener()
 listen(True)
 
 while True:
-    # Not accepting for want of descriptors: try again after a second even if none was freed.
-    events = ep.poll(1 if lst is not None and not accepting else -1)
-    if not events:
-        listen(True)
+    wait = next_timer()
+    events = ep.poll(-1 if wait is None else wait)
     for fd, ev in events:
         fn = handlers.get(fd)
         if fn is None:
@@ -539,3 +805,4 @@ while True:
             fn(ev)
         except Exception as e:  # not a connection's: log it and go on
             os.write(2, b"sbx-agent: %r\n" % e)
+    run_timers()

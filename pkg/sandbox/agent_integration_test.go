@@ -39,12 +39,21 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	reached := make(chan struct{}, 1)
+	// The first connection the bait takes says who came first: sbx, which would send nothing
+	// and hang up after waiting for a greeting, or the test's own after the command, which
+	// sends "S". Connections wait in the backlog in the order they came.
+	first := make(chan string, 1)
 	go func() {
-		if c, err := ln.Accept(); err == nil {
-			reached <- struct{}{}
-			c.Close()
+		c, err := ln.Accept()
+		if err != nil {
+			first <- err.Error()
+			return
 		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // only fails a test that hangs
+		b := make([]byte, 1)
+		_, err = c.Read(b)
+		first <- map[bool]string{true: "sentinel", false: "sbx"}[err == nil && b[0] == 'S']
 	}()
 	o := e.sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock 2>&1; echo $?")
 	if !strings.Contains(o.stdout, "Read-only file system") {
@@ -61,10 +70,16 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 	if !strings.HasSuffix(o.stdout, "works\n") || !strings.HasPrefix(o.stdout, "0\n") {
 		t.Errorf("want the command through the engine's exec (parent pid 0): %+v %q %q", o.res, o.stdout, o.stderr)
 	}
-	select {
-	case <-reached:
-		t.Fatal("sbx followed the planted link to a host socket")
-	case <-time.After(200 * time.Millisecond):
+	sentinel, err := net.Dial("unix", bait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sentinel.Close()
+	if _, err := sentinel.Write([]byte("S")); err != nil {
+		t.Fatal(err)
+	}
+	if who := <-first; who != "sentinel" {
+		t.Fatalf("the bait socket was reached first by %s: sbx followed the planted link to a host socket", who)
 	}
 }
 
@@ -129,11 +144,23 @@ func buildCustomImage(t *testing.T, eng sandbox.Engine, tag string) {
 func TestAgentDuringForkBomb(t *testing.T) {
 	e := newEnv(t, func(c *config.Config) { c.PidsLimit = 64 })
 	res := e.ensure()
+	// Time enough to see the bomb fill the limit, short of bash's own giving up on forks
+	// (after about 20 s, exit status 254).
 	bomb := make(chan execOut, 1)
 	go func() {
-		bomb <- e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
+		bomb <- e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 10 * time.Second})
 	}()
-	time.Sleep(2 * time.Second)
+	// Once the bomb holds (nearly) every pid, as the engine counts them.
+	for deadline := time.Now().Add(time.Minute); ; {
+		st, err := e.m.Stats(context.Background(), res.Sandbox, true)
+		if err == nil && st.PIDs >= 62 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bomb never filled the pids limit: %+v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	var out strings.Builder
 	r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"echo", "hi"}, Stdout: &out, Stderr: io.Discard})
 	switch {
@@ -147,11 +174,13 @@ func TestAgentDuringForkBomb(t *testing.T) {
 	if o := <-bomb; !o.res.TimedOut {
 		t.Fatalf("the bomb did not time out: %+v", o.res)
 	}
-	for i := 0; ; i++ {
+	// init reaps the last of the bomb a moment after the kill; the deadline only fails an
+	// agent that never serves again.
+	for deadline := time.Now().Add(time.Minute); ; {
 		if after := e.sh("echo alive"); after.stdout == "alive\n" {
 			break
 		}
-		if i == 20 {
+		if time.Now().After(deadline) {
 			t.Fatal("the agent does not serve after the bomb")
 		}
 		time.Sleep(250 * time.Millisecond)

@@ -181,24 +181,30 @@ func TestAgentProtocol(t *testing.T) {
 	}
 }
 
-// A client that goes away closes the command's stdin: that is how sbx's wrapper learns that
-// sbx was killed.
-func TestAgentClientGoneClosesStdin(t *testing.T) {
+// A client that goes away ends the command: its stdin closes (that is how sbx's wrapper
+// learns that sbx was killed), and the agent ends it besides, so a command that killed its
+// watchdog, or never reads its stdin, ends too. sbx's launchers of processes meant to
+// outlive the exec (outlive) only see their stdin close.
+func TestAgentClientGone(t *testing.T) {
 	m, sb := startHostAgent(t)
-	mark := filepath.Join(t.TempDir(), "eof")
-	st, err := m.startAgent(context.Background(), sb, ExecOptions{}, []string{"sh", "-c", "cat >/dev/null; touch " + mark}, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name, script string
+		opts         ExecOptions
+	}{
+		{"ended", `trap 'touch "$0"; exit' TERM; exec </dev/null; echo ready; while :; do sleep 0.05; done`, ExecOptions{}},
+		{"outlive", `trap 'touch "$0.term"' TERM; echo ready; cat >/dev/null; touch "$0"`, ExecOptions{outlive: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mark := filepath.Join(t.TempDir(), "mark")
+			st := startOnAgent(t, m, sb, tt.opts, "sh", "-c", tt.script, mark)
+			readUntil(t, st, "ready\n")
+			st.close()
+			waitFile(t, mark, "the command went on after its client went away")
+			if _, err := os.Stat(mark + ".term"); err == nil {
+				t.Error("a command that outlives its exec got TERM when its client went away")
+			}
+		})
 	}
-	time.Sleep(100 * time.Millisecond)
-	st.close()
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(mark); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("the command's stdin stayed open after the client went away")
 }
 
 // A terminal: the command has a controlling terminal of the size asked for.
@@ -247,26 +253,26 @@ func TestAgentStrictStdinCutIsNotEOF(t *testing.T) {
 	m, sb := startHostAgent(t)
 	for _, how := range []string{"client gone", "abort"} {
 		t.Run(how, func(t *testing.T) {
-			dir := t.TempDir()
-			script := "cat >/dev/null; touch " + filepath.Join(dir, "eof")
-			st, err := m.startAgent(context.Background(), sb, ExecOptions{strictStdin: true}, []string{"sh", "-c", script}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			eof := filepath.Join(t.TempDir(), "eof")
+			script := `echo "$$ $(cut -d' ' -f22 /proc/$$/stat)"; head -c 16 >/dev/null; echo got; cat >/dev/null; touch "$0"`
+			st := startOnAgent(t, m, sb, ExecOptions{strictStdin: true}, "sh", "-c", script, eof)
 			if _, err := st.Write([]byte("part of a stream")); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(100 * time.Millisecond)
+			var p hostProc
+			if _, err := fmt.Sscanf(readUntil(t, st, "got\n"), "%d %s", &p.pid, &p.start); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.kill)
 			if how == "abort" {
 				st.abortStdin()
-				_ = st.copyOutput(io.Discard, io.Discard)
-				if code, _ := st.wait(context.Background()); code != 143 {
-					t.Errorf("exit code %d, want 143 (TERM)", code)
+				if r := finishOnAgent(t, st); r.code != 143 {
+					t.Errorf("exit code %d, want 143 (TERM)", r.code)
 				}
 			}
 			st.close()
-			time.Sleep(500 * time.Millisecond)
-			if _, err := os.Stat(filepath.Join(dir, "eof")); err == nil {
+			waitGone(t, p, "the command went on after its stream was cut")
+			if _, err := os.Stat(eof); err == nil {
 				t.Fatal("the command saw an end of input after a cut stream")
 			}
 		})
@@ -277,24 +283,27 @@ func TestAgentStrictStdinCutIsNotEOF(t *testing.T) {
 // its input ended: the agent terminates it.
 func TestAgentInteractiveClientGoneTerminates(t *testing.T) {
 	m, sb := startHostAgent(t)
-	dir := t.TempDir()
-	script := `trap 'touch ` + filepath.Join(dir, "term") + `; exit' TERM; while :; do sleep 0.1; done`
-	st, err := m.startAgent(context.Background(), sb, ExecOptions{Interactive: true}, []string{"sh", "-c", script}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	term := filepath.Join(t.TempDir(), "term")
+	script := `trap 'touch "$0"; exit' TERM; cat >/dev/null; echo eof; while :; do sleep 0.1; done`
+	st := startOnAgent(t, m, sb, ExecOptions{Interactive: true}, "sh", "-c", script, term)
 	if err := st.closeStdin(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	readUntil(t, st, "eof\n")
 	st.close()
-	for range 50 {
-		if _, err := os.Stat(filepath.Join(dir, "term")); err == nil {
+	waitFile(t, term, "the command was not terminated when its client went away")
+}
+
+// waitGone waits for process p to end; the bound only fails a test whose process never does.
+func waitGone(t *testing.T, p hostProc, what string) {
+	t.Helper()
+	for range 1200 {
+		if !p.alive() {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("the command was not terminated when its client went away")
+	t.Fatal(what)
 }
 
 // The agent's directory must not let other host users reach handoff.sock, which anyone may
@@ -335,7 +344,7 @@ func TestAgentRefusesBadFrames(t *testing.T) {
 		binary.BigEndian.PutUint32(f[1:], uint32(n))
 		return append(f, body...)
 	}
-	req := "0\x000\x000\x000\x00\x001\x00true\x00"
+	req := "0\x000\x000\x000\x000\x000\x001\x00\x001\x00true\x00"
 	for _, tt := range []struct {
 		name, want string
 		frames     [][]byte
@@ -403,15 +412,16 @@ func waitFile(t *testing.T, path, what string) {
 }
 
 // An exception in a handler drops the connection as a client that goes away does: the
-// command's input ends (its terminal is hung up), so it sees the end and exits instead of
-// waiting forever. A malformed resize (W) raises one.
+// command's input ends (its terminal is hung up) and the agent ends the command, so it
+// never waits forever. A malformed resize (W) raises one.
 func TestAgentHandlerExceptionEndsInput(t *testing.T) {
 	m, sb := startHostAgent(t)
 	for _, tty := range []bool{false, true} {
 		t.Run(map[bool]string{false: "pipes", true: "terminal"}[tty], func(t *testing.T) {
 			mark := filepath.Join(t.TempDir(), "ended")
-			// A terminal's hang-up sends HUP, which must not end the shell before it says so.
-			script := "trap 'touch " + mark + "' HUP; echo ready; cat >/dev/null; touch " + mark
+			// A terminal's hang-up sends HUP, the agent TERM: neither may end the shell before
+			// it says so.
+			script := "trap 'touch " + mark + "; exit' HUP TERM; echo ready; cat >/dev/null; touch " + mark
 			st, err := m.startAgent(context.Background(), sb, ExecOptions{TTY: tty}, []string{"sh", "-c", script}, &[2]uint{24, 80})
 			if err != nil {
 				t.Fatal(err)
@@ -420,10 +430,12 @@ func TestAgentHandlerExceptionEndsInput(t *testing.T) {
 			var out bytes.Buffer
 			for !strings.Contains(out.String(), "ready") {
 				typ, body, err := st.next()
-				if err != nil || typ != '1' {
+				if err != nil || typ != '1' && typ != 'P' {
 					t.Fatalf("waiting for the command to start: %q %q %v", typ, body, err)
 				}
-				out.Write(body)
+				if typ == '1' {
+					out.Write(body)
+				}
 			}
 			if err := st.send('W', []byte("bad")); err != nil {
 				t.Fatal(err)
@@ -731,4 +743,255 @@ func fakeAgent(t *testing.T, frame []byte) (*Manager, *Sandbox, <-chan error) {
 		dropped <- nil
 	}()
 	return m, sb, dropped
+}
+
+// startOnAgent starts argv on the agent; the connection is closed when the test ends.
+func startOnAgent(t *testing.T, m *Manager, sb *Sandbox, opts ExecOptions, argv ...string) *agentStream {
+	t.Helper()
+	st, err := m.startAgent(context.Background(), sb, opts, argv, nil)
+	if err != nil {
+		t.Fatalf("startAgent: %v", err)
+	}
+	t.Cleanup(st.close)
+	return st
+}
+
+// readUntil reads the command's frames until its stdout holds want, and returns that stdout.
+// The read deadline only fails a test whose command never prints it.
+func readUntil(t *testing.T, st *agentStream, want string) string {
+	t.Helper()
+	_ = st.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	defer func() { _ = st.conn.SetReadDeadline(time.Time{}) }()
+	var out strings.Builder
+	for !strings.Contains(out.String(), want) {
+		typ, body, err := st.next()
+		if err != nil {
+			t.Fatalf("waiting for %q: %v (stdout so far %q)", want, err, out.String())
+		}
+		switch typ {
+		case '1':
+			out.Write(body)
+		case 'P':
+			if _, err := fmt.Sscanf(string(body), "%d %d %d", &st.started[0], &st.started[1], &st.started[2]); err != nil {
+				t.Fatalf("P frame %q: %v", body, err)
+			}
+		case '2':
+		default:
+			t.Fatalf("waiting for %q: frame %q %q (stdout so far %q)", want, typ, body, out.String())
+		}
+	}
+	return out.String()
+}
+
+// finishOnAgent reads the rest of the command's output and its exit code. The read deadline
+// only fails a test whose command never ends.
+func finishOnAgent(t *testing.T, st *agentStream) agentRun {
+	t.Helper()
+	_ = st.conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var out, errb bytes.Buffer
+	if err := st.copyOutput(&out, &errb); err != nil {
+		return agentRun{err: err, stdout: out.String(), stderr: errb.String()}
+	}
+	code, err := st.wait(context.Background())
+	return agentRun{code: code, stdout: out.String(), stderr: errb.String(), err: err}
+}
+
+// hostProc is a process on the host, named by its pid and start time so that a reused pid is
+// never taken for it.
+type hostProc struct {
+	kind  string
+	pid   int
+	start string
+}
+
+// alive reports whether p still runs (a zombie does not).
+func (p hostProc) alive() bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return false
+	}
+	start, err := statStart(data)
+	_, rest, _ := strings.Cut(string(data[bytes.LastIndexByte(data, ')'):]), ") ")
+	return err == nil && start == p.start && !strings.HasPrefix(rest, "Z")
+}
+
+// kill ends p if it is still that process; for what a test leaves running on purpose.
+func (p hostProc) kill() {
+	if p.alive() {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
+
+// noted reads the processes an escapee script noted in dir, one file each: "PID START".
+func noted(t *testing.T, dir string, kinds ...string) []hostProc {
+	t.Helper()
+	var ps []hostProc
+	for _, k := range kinds {
+		data, err := os.ReadFile(filepath.Join(dir, k))
+		if err != nil {
+			t.Fatalf("the %s process noted nothing: %v", k, err)
+		}
+		p := hostProc{kind: k}
+		if _, err := fmt.Sscanf(string(data), "%d %s", &p.pid, &p.start); err != nil {
+			t.Fatalf("%s: %q: %v", k, data, err)
+		}
+		t.Cleanup(p.kill)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// escapees starts processes that try to outlive the command, each ignoring TERM, holding the
+// command's stdout and noting "PID START" in a file of dir named after it: "group" stays in
+// the command's process group, "pgrp" makes a group of its own in the command's session,
+// and "daemon" leaves the session (setsid) and is orphaned by a double fork; it notes itself
+// once its first parent is gone. "main" is the command itself, which says ready once all
+// are noted. With exit 1 the command exits then, else it waits forever, ignoring TERM too.
+const escapees = `
+import os, signal, sys, time
+d, leave = sys.argv[1], sys.argv[2] == "1"
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def note(kind):
+    with open("/proc/self/stat") as f:
+        start = f.read().rsplit(")", 1)[1].split()[19]
+    with open(os.path.join(d, kind + ".tmp"), "w") as f:
+        f.write("%d %s" % (os.getpid(), start))
+    os.rename(os.path.join(d, kind + ".tmp"), os.path.join(d, kind))
+def forever():
+    while True:
+        time.sleep(1)
+if os.fork() == 0:
+    note("group"); forever()
+if os.fork() == 0:
+    os.setpgid(0, 0); note("pgrp"); forever()
+if os.fork() == 0:
+    os.setsid()
+    first = os.getpid()
+    if os.fork() == 0:
+        while os.getppid() == first:
+            time.sleep(0.01)
+        note("daemon"); forever()
+    os._exit(0)
+note("main")
+while not all(os.path.exists(os.path.join(d, k)) for k in ("group", "pgrp", "daemon")):
+    time.sleep(0.01)
+print("ready", flush=True)
+if leave:
+    os._exit(0)
+forever()
+`
+
+// At its timeout the agent sends T and TERM to the command, then KILL after the grace period
+// to what ignored the TERM, and reports how the command ended. P names the command.
+func TestAgentTimeout(t *testing.T) {
+	m, sb := startHostAgent(t)
+	for _, tt := range []struct {
+		name, script string
+		code         int
+	}{
+		{"TERM", `trap 'echo term; exit 3' TERM; echo $$ ready; while :; do sleep 0.05; done`, 3},
+		{"KILL", `trap '' TERM; echo $$ ready; while :; do sleep 0.05; done`, 137},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st := startOnAgent(t, m, sb, ExecOptions{Timeout: 300 * time.Millisecond, grace: 300 * time.Millisecond}, "sh", "-c", tt.script)
+			out := readUntil(t, st, "ready\n")
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.started[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start, _ := statStart(data)
+			f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+			if out != fmt.Sprintf("%d ready\n", st.started[0]) || strconv.Itoa(st.started[1]) != start || strconv.Itoa(st.started[2]) != f[1] {
+				t.Errorf("P %v, the command says %q, started at %s, its parent %s", st.started, out, start, f[1])
+			}
+			r := finishOnAgent(t, st)
+			if r.err != nil || r.code != tt.code || !st.timedOut() {
+				t.Errorf("want exit %d and T: %+v, T %v", tt.code, r, st.timedOut())
+			}
+		})
+	}
+}
+
+// What a command leaves at its timeout is ended with it, however it got away from its
+// group: in its group ignoring TERM, in a group of its own, in a session of its own after a
+// double fork (which brings it back to the command, a subreaper). Each held the command's
+// output open; the agent still reports.
+func TestAgentTimeoutEndsEscapees(t *testing.T) {
+	m, sb := startHostAgent(t)
+	dir := t.TempDir()
+	st := startOnAgent(t, m, sb, ExecOptions{Timeout: 500 * time.Millisecond, grace: 500 * time.Millisecond}, "python3", "-c", escapees, dir, "0")
+	readUntil(t, st, "ready\n")
+	ps := noted(t, dir, "main", "group", "pgrp", "daemon")
+	r := finishOnAgent(t, st)
+	if r.err != nil || r.code != 137 || !st.timedOut() {
+		t.Errorf("want exit 137 and T: %+v, T %v", r, st.timedOut())
+	}
+	for _, p := range ps {
+		waitGone(t, p, fmt.Sprintf("the %s process (%d) outlived the command's timeout", p.kind, p.pid))
+	}
+}
+
+// When a command exits, what is left in its group and session is ended; what left both and
+// was orphaned can no longer be told from anyone else's, so it stays, and the agent reports
+// the exit once the rest is gone, even while it holds the command's output open.
+func TestAgentExitEndsGroupNotDaemons(t *testing.T) {
+	m, sb := startHostAgent(t)
+	dir := t.TempDir()
+	st := startOnAgent(t, m, sb, ExecOptions{grace: 300 * time.Millisecond}, "python3", "-c", escapees, dir, "1")
+	readUntil(t, st, "ready\n")
+	ps := noted(t, dir, "main", "group", "pgrp", "daemon")
+	r := finishOnAgent(t, st)
+	if r.err != nil || r.code != 0 || st.timedOut() {
+		t.Errorf("want exit 0 without T: %+v, T %v", r, st.timedOut())
+	}
+	for _, p := range ps {
+		if p.kind == "daemon" {
+			if !p.alive() {
+				t.Error("the daemon was ended: the README says it is not")
+			}
+			continue
+		}
+		waitGone(t, p, fmt.Sprintf("the %s process (%d) outlived the command", p.kind, p.pid))
+	}
+}
+
+// A command that outlives its exec on purpose (outlive: a shell session's launcher) is no
+// subreaper: what it orphans is not its to end, and holding its output open does not keep
+// the agent from reporting its timeout.
+func TestAgentOutliveTimeoutReports(t *testing.T) {
+	m, sb := startHostAgent(t)
+	dir := t.TempDir()
+	script := `setsid -f sh -c 'echo "$$ $(cut -d" " -f22 /proc/$$/stat)" >"$1/d.tmp"; mv "$1/d.tmp" "$1/daemon"; exec sleep 1000' sh "$0"
+while [ ! -e "$0/daemon" ]; do sleep 0.01; done; trap '' TERM; echo ready; while :; do sleep 0.05; done`
+	st := startOnAgent(t, m, sb, ExecOptions{outlive: true, Timeout: 300 * time.Millisecond, grace: 300 * time.Millisecond}, "sh", "-c", script, dir)
+	readUntil(t, st, "ready\n")
+	d := noted(t, dir, "daemon")[0]
+	r := finishOnAgent(t, st)
+	if r.err != nil || r.code != 137 || !st.timedOut() {
+		t.Errorf("want exit 137 and T: %+v, T %v", r, st.timedOut())
+	}
+	if !d.alive() {
+		t.Error("a process a launcher orphaned was ended with it")
+	}
+}
+
+// Ending a command at its timeout never touches another command's processes.
+func TestAgentTimeoutSparesOthers(t *testing.T) {
+	m, sb := startHostAgent(t)
+	other := startOnAgent(t, m, sb, ExecOptions{}, "sh", "-c", `echo "$$ $(cut -d" " -f22 /proc/$$/stat) ready"; exec sleep 1000`)
+	var p hostProc
+	if _, err := fmt.Sscanf(readUntil(t, other, "ready\n"), "%d %s", &p.pid, &p.start); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.kill)
+	st := startOnAgent(t, m, sb, ExecOptions{Timeout: 300 * time.Millisecond, grace: 300 * time.Millisecond}, "sh", "-c", `trap '' TERM; echo ready; while :; do sleep 0.05; done`)
+	readUntil(t, st, "ready\n")
+	if r := finishOnAgent(t, st); r.code != 137 || !st.timedOut() {
+		t.Errorf("want exit 137 and T: %+v", r)
+	}
+	if !p.alive() {
+		t.Fatal("another command's process was ended with the one that timed out")
+	}
+	other.close()
+	waitGone(t, p, "the other command went on after its client went away")
 }

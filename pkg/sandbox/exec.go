@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types"
@@ -42,8 +43,10 @@ fi
 exec -- "$@"`
 
 // execWatchdog uses only shell builtins until the command's group is dead: by then a fork
-// bomb may have used up every pid, and a fork would stall it.
+// bomb may have used up every pid, and a fork would stall it. The agent, which ends a
+// command itself, may TERM it with the command's descendants: it then only tidies up.
 const execWatchdog = `leader=$1 ticks=$2 grace=$3 ctl=$4 d=$5 id=$6
+trap '[ -n "$d" ] && rm -f "$d/$id" "$d/$id.tick"; exit 0' TERM
 [ -n "$d" ] && exec 3<>"$d/$id.tick"
 tick() { read -r -t 0.2 -u 3 _ 2>/dev/null; [ $? -gt 128 ] || sleep 0.2; }
 oom() { o=0; local f k v; for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
@@ -79,10 +82,57 @@ kill -TERM -- "-$p" 2>/dev/null || exit 0
 i=0; while [ $i -lt "$2" ] && kill -0 -- "-$p" 2>/dev/null; do sleep 0.2; i=$((i+1)); done
 kill -KILL -- "-$p" 2>/dev/null; exit 0`
 
+// execKill ends what belongs to command $1, a pid in the sandbox, if it is still the process
+// that started at $2 (field 22 of /proc/PID/stat, the same in every pid namespace): the
+// process, its group and its session (their IDs are the command's pid, which cannot be
+// reused while any of them lives) and their descendants by parent links. It stops them,
+// looks again until nothing new shows up (a stopped process cannot fork), then kills them
+// all. First it sends CONT to $3 when it is not 0 (an agent something stopped). It forks
+// nothing: a fork bomb may hold every pid. It exits 3 when the command is gone.
+const execKill = `p=$1 st=$2 ag=$3
+[ "$ag" -gt 0 ] && kill -CONT "$ag" 2>/dev/null
+declare -A pp pg sd ss hit
+scan() {
+	local d q l
+	pp=() pg=() sd=() ss=()
+	for d in /proc/[0-9]*; do
+		q=${d#/proc/}
+		{ read -r l <"$d/stat"; } 2>/dev/null || continue
+		l=${l##*) }; set -f
+		# shellcheck disable=SC2086 # split into fields on purpose, with globbing off
+		set -- $l
+		set +f
+		pp[$q]=$2 pg[$q]=$3 sd[$q]=$4 ss[$q]=${20}
+	done
+	[ "${ss[$p]}" = "$st" ] || mine=0
+}
+mine=1; scan
+[ "$mine" = 1 ] || exit 3
+n=0
+while [ "$n" -lt 16 ]; do
+	new=0
+	for q in "${!pp[@]}"; do
+		[ "$q" = $$ ] || [ "$q" = 1 ] || [ "$q" = "$ag" ] && continue
+		[ "${hit[$q]}" = "${ss[$q]}" ] && continue
+		if { [ "$mine" = 1 ] && { [ "$q" = "$p" ] || [ "${pg[$q]}" = "$p" ] || [ "${sd[$q]}" = "$p" ]; }; } || [ -n "${hit[${pp[$q]}]}" ]; then
+			hit[$q]=${ss[$q]}; kill -STOP "$q" 2>/dev/null; new=1
+		fi
+	done
+	[ "$new" = 0 ] && break
+	scan; n=$((n+1))
+done
+for q in "${!hit[@]}"; do kill -KILL "$q" 2>/dev/null; done
+exit 0`
+
 const tick = 200 * time.Millisecond
 
 // KillGrace is how long a terminated command gets between TERM and KILL.
 const KillGrace = 5 * time.Second
+
+// agentSlack is how long after its timeout and grace sbx waits for an agent to report a
+// command it ended before sbx ends it itself: the agent reports within a fraction of a
+// second unless something in the sandbox stopped or traces it.
+const agentSlack = 2 * time.Second
 
 // ExecOptions describe one command run in a sandbox.
 type ExecOptions struct {
@@ -108,6 +158,11 @@ type ExecOptions struct {
 	// sbx going away, terminates the command's process group instead of ending its input. Only
 	// the agent can tell these apart; without one, Exec fails with errNoAgent.
 	strictStdin bool
+	// outlive marks one of sbx's scripts that starts processes meant to outlive the exec (a
+	// shell session's shell): the agent neither adopts nor ends them with the command.
+	outlive bool
+	// grace replaces KillGrace in what the agent is told (tests).
+	grace time.Duration
 }
 
 // ExecResult is how an exec ended.
@@ -116,7 +171,10 @@ type ExecResult struct {
 	TimedOut  bool
 	OOMKilled bool
 	Canceled  bool
-	Duration  time.Duration
+	// LeftRunning says sbx stopped waiting for a command past its timeout without being able
+	// to end it (the engine's exec on an engine whose processes sbx cannot see).
+	LeftRunning bool
+	Duration    time.Duration
 }
 
 // Exec runs opts.Cmd in the running sandbox sb and returns its exit status. Cancelling ctx
@@ -175,6 +233,16 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		}()
 	}
 
+	// The watchdog and the agent end a command at its timeout; this ends it should neither
+	// have done so by the time they should have finished: the command killed its watchdog,
+	// or stopped its agent.
+	var dl *deadline
+	if opts.Timeout > 0 && !opts.detach {
+		bg := context.WithoutCancel(ctx)
+		dl = afterDeadline(opts.Timeout+KillGrace+st.slack(), func() { st.backstop(bg) })
+	}
+	defer dl.stop()
+
 	done := make(chan error, 1)
 	go func() { done <- st.copyOutput(opts.Stdout, opts.Stderr) }()
 
@@ -193,6 +261,9 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		streamErr = <-done
 		ctx = bg
 	}
+	// The backstop closes the stream it ended; waiting for it also keeps it from running
+	// once the command has ended.
+	fired := dl.stop()
 	var spawnErr *spawnError
 	if errors.As(streamErr, &spawnErr) {
 		return nil, m.spawnErr(sb, opts, spawnErr)
@@ -203,23 +274,26 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	if errors.As(streamErr, &limitErr) {
 		return nil, limitErr
 	}
-	if streamErr != nil && !errors.Is(streamErr, io.EOF) && !res.Canceled {
+	if streamErr != nil && !errors.Is(streamErr, io.EOF) && !res.Canceled && !fired {
 		return nil, errs.Failure(fmt.Errorf("reading output of %q: %w", strings.Join(opts.Cmd, " "), streamErr), "")
 	}
 
 	code, err := st.wait(ctx)
 	switch {
-	case errors.Is(err, errAgentLost) && !res.Canceled:
+	case errors.Is(err, errAgentLost) && !res.Canceled && !fired:
 		if gone := m.sandboxGone(ctx, sb); gone != nil {
 			return nil, gone
 		}
 	case errors.Is(err, errAgentLost):
+	case errors.Is(err, errStillRunning) && (fired || res.Canceled):
+		code, res.LeftRunning = 137, true
 	case err != nil:
 		return nil, err
 	}
 	res.ExitCode = code
 	res.Duration = m.Now().Sub(start)
-	if opts.Timeout > 0 && res.Duration >= opts.Timeout && (code == 137 || code == 143) && !res.Canceled {
+	// The agent says so; the watchdog's TERM or KILL past the timeout says so too.
+	if !res.Canceled && (fired || st.timedOut() || opts.Timeout > 0 && res.Duration >= opts.Timeout && (code == 137 || code == 143)) {
 		res.TimedOut = true
 	}
 	if (code == 137 || code == 143) && !res.TimedOut && !res.Canceled {
@@ -250,7 +324,46 @@ type cmdStream interface {
 	cancel()
 	// wait returns the exit code once the output has ended.
 	wait(ctx context.Context) (int, error)
+	// timedOut says the command's end was its timeout, as the agent reports it.
+	timedOut() bool
+	// slack is how long after timeout and grace backstop should run.
+	slack() time.Duration
+	// backstop ends the command by other means than those that failed to end it at its
+	// timeout, then makes copyOutput return.
+	backstop(ctx context.Context)
 	close()
+}
+
+// deadline runs a function once its time has come, unless stopped before.
+type deadline struct {
+	t     *time.Timer
+	done  chan struct{}
+	once  sync.Once
+	fired bool
+}
+
+func afterDeadline(d time.Duration, f func()) *deadline {
+	dl := &deadline{done: make(chan struct{})}
+	dl.t = time.AfterFunc(d, func() {
+		defer close(dl.done)
+		f()
+	})
+	return dl
+}
+
+// stop cancels the deadline, or waits for its function to return if it has begun, and
+// reports whether it ran. It is safe on nil and when called again.
+func (dl *deadline) stop() bool {
+	if dl == nil {
+		return false
+	}
+	dl.once.Do(func() {
+		if !dl.t.Stop() {
+			<-dl.done
+			dl.fired = true
+		}
+	})
+	return dl.fired
 }
 
 // startCommand starts cmd through the sandbox's agent, else through the engine's exec.
@@ -269,10 +382,14 @@ func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOption
 // execStream is a command started through the engine's exec API.
 type execStream struct {
 	m         *Manager
+	sb        *Sandbox
+	user      string
 	id        string
 	resp      types.HijackedResponse
 	tty       bool
 	closeOnce sync.Once
+	ended     atomic.Bool // end ran
+	late      atomic.Bool // backstop ran
 }
 
 func (m *Manager) startExec(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*execStream, error) {
@@ -287,7 +404,7 @@ func (m *Manager) startExec(ctx context.Context, sb *Sandbox, opts ExecOptions, 
 	if err != nil {
 		return nil, m.execErr(ctx, sb, err)
 	}
-	s := &execStream{m: m, id: created.ID, resp: resp, tty: opts.TTY}
+	s := &execStream{m: m, sb: sb, user: opts.User, id: created.ID, resp: resp, tty: opts.TTY}
 	if size != nil {
 		// Engines before API 1.42 ignore ConsoleSize on start; a resize always works.
 		s.resize(size[0], size[1])
@@ -318,7 +435,71 @@ func (s *execStream) close()  { s.closeOnce.Do(func() { s.resp.Close() }) }
 
 func (s *execStream) wait(ctx context.Context) (int, error) {
 	s.close()
-	return s.m.waitExec(ctx, s.id)
+	limit := KillGrace + 5*time.Second
+	if s.late.Load() {
+		// What end could kill dies at once; what it could not, sbx does not wait for.
+		limit = 2 * time.Second
+	}
+	return s.m.waitExec(ctx, s.id, limit, func() { s.end(context.WithoutCancel(ctx)) })
+}
+
+func (s *execStream) timedOut() bool       { return false }
+func (s *execStream) slack() time.Duration { return 0 }
+
+// backstop ends the command, still running past its timeout and grace: its watchdog is gone.
+func (s *execStream) backstop(ctx context.Context) {
+	defer s.close()
+	s.late.Store(true)
+	s.end(ctx)
+}
+
+// end ends the exec's processes from a second exec, once: the engine names the exec's
+// process by its pid on the engine's machine, which is this one when the engine is local,
+// and /proc there gives its pid in the sandbox.
+func (s *execStream) end(ctx context.Context) {
+	if s.ended.Swap(true) {
+		return
+	}
+	ins, err := s.m.Engine.ContainerExecInspect(ctx, s.id)
+	if err != nil || !ins.Running || ins.Pid <= 0 {
+		return
+	}
+	if !AgentsSupported(s.m.Engine.DaemonHost()) {
+		s.m.debugf("the command runs on past its end, and the engine's processes are not this machine's: sbx cannot end it")
+		return
+	}
+	pid, start, err := sandboxPid(ins.Pid)
+	if err != nil {
+		s.m.debugf("the command runs on past its end; finding it in the sandbox: %v", err)
+		return
+	}
+	s.m.killCommand(ctx, s.sb, s.user, pid, start, 0)
+}
+
+// killCommand runs execKill through the engine's exec as user: the agent may be what failed.
+func (m *Manager) killCommand(ctx context.Context, sb *Sandbox, user string, pid int, start string, agent int) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	args := []string{"bash", "-c", execKill, "sbx-kill", strconv.Itoa(pid), start, strconv.Itoa(agent)}
+	for attempt := 0; ; attempt++ {
+		st, err := m.startExec(ctx, sb, ExecOptions{User: user}, args, nil)
+		if err == nil {
+			st.ended.Store(true) // never itself the object of an end
+			_ = st.copyOutput(io.Discard, io.Discard)
+			code, werr := st.wait(ctx)
+			st.close()
+			if werr == nil {
+				m.debugf("ended the command's processes (pid %d in the sandbox): exit %d", pid, code)
+				return
+			}
+			err = werr
+		}
+		// A fork bomb may hold every pid for a moment.
+		if attempt == 4 || sleepCtx(ctx, 200*time.Millisecond) != nil {
+			m.debugf("ending the command's processes (pid %d in the sandbox): %v", pid, err)
+			return
+		}
+	}
 }
 
 // sandboxGone returns an error saying why when sandbox sb no longer runs. It waits a moment
@@ -342,11 +523,15 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 	}
 }
 
+// errStillRunning is an exec whose output ended but whose process runs on.
+var errStillRunning = errors.New("the command was signalled but is still running")
+
 // waitExec polls the exec until the engine reports its exit code. The output stream can end a
 // moment before the engine records the exit, and after a cancel the watchdog needs up to the
-// grace period.
-func (m *Manager) waitExec(ctx context.Context, execID string) (int, error) {
-	deadline := m.Now().Add(KillGrace + 5*time.Second)
+// grace period; past it, end (when not nil) ends the command by other means. It gives up after
+// limit.
+func (m *Manager) waitExec(ctx context.Context, execID string, limit time.Duration, end func()) (int, error) {
+	start := m.Now()
 	for {
 		ins, err := m.Engine.ContainerExecInspect(ctx, execID)
 		if err != nil {
@@ -355,8 +540,12 @@ func (m *Manager) waitExec(ctx context.Context, execID string) (int, error) {
 		if !ins.Running {
 			return ins.ExitCode, nil
 		}
-		if m.Now().After(deadline) {
-			return 0, errs.Failure(fmt.Errorf("the command was signalled but is still running after %s", KillGrace+5*time.Second), "")
+		switch took := m.Now().Sub(start); {
+		case took > limit:
+			return 0, errs.Failure(fmt.Errorf("%w after %s", errStillRunning, limit), "")
+		case took > KillGrace && end != nil:
+			end()
+			end = nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

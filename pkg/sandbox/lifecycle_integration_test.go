@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -257,18 +258,40 @@ func TestTimeoutIgnoringTERMIsKilled(t *testing.T) {
 	})
 }
 
+// onOutput is a writer that runs f once what was written holds want.
+type onOutput struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	f    func()
+}
+
+func (w *onOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if w.f != nil && strings.Contains(w.buf.String(), w.want) {
+		go w.f()
+		w.f = nil
+	}
+	return len(p), nil
+}
+
 func TestCancelKillsProcessTree(t *testing.T) {
 	viaBoth(t, func(t *testing.T, agents bool) {
 		for _, interactive := range []bool{false, true} {
 			t.Run(fmt.Sprintf("interactive=%v", interactive), func(t *testing.T) {
 				e := newEnvVia(t, agents, nil)
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				res := e.ensure()
+				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				stdin, w := ioPipe()
 				defer w.Close()
-				o := e.exec(ctx, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Interactive: interactive, Stdin: stdin})
-				if !o.res.Canceled {
-					t.Fatalf("not cancelled: %+v", o.res)
+				out := &onOutput{want: "ready\n", f: cancel}
+				r, err := e.m.Exec(ctx, res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & echo ready; sleep 100"},
+					Interactive: interactive, Stdin: stdin, Stdout: out, Stderr: io.Discard})
+				if err != nil || !r.Canceled {
+					t.Fatalf("not cancelled: %+v %v", r, err)
 				}
 				if ps := e.leftovers(); ps != "" {
 					t.Errorf("processes left after cancel:\n%s", ps)
@@ -285,7 +308,8 @@ func TestLeftoverBackgroundProcessesAreTerminated(t *testing.T) {
 		if o.res.ExitCode != 0 || o.stdout != "started\n" {
 			t.Fatalf("%+v %q", o.res, o.stdout)
 		}
-		deadline := time.Now().Add(3 * time.Second)
+		// The deadline only fails a process that is never ended.
+		deadline := time.Now().Add(time.Minute)
 		for e.leftovers() != "" {
 			if time.Now().After(deadline) {
 				t.Fatal("a background process outlived its exec")
@@ -305,8 +329,10 @@ func TestForkBombThenUsable(t *testing.T) {
 		if !strings.Contains(o.stderr, "Resource temporarily unavailable") {
 			t.Errorf("the bomb never hit the pids limit; stderr: %.300q", o.stderr)
 		}
+		// init reaps the last zombies a moment after the kill; the deadline only fails a
+		// sandbox that never recovers.
 		var after execOut
-		for i := 0; i < 20; i++ { // init reaps the last zombies a moment after the kill
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 			after = e.sh("echo alive")
 			if after.stdout == "alive\n" {
 				return
@@ -437,12 +463,8 @@ func TestSandboxStoppedDuringExecIsReported(t *testing.T) {
 	viaBoth(t, func(t *testing.T, agents bool) {
 		e := newEnvVia(t, agents, nil)
 		res := e.ensure()
-		go func() {
-			time.Sleep(time.Second)
-			_ = e.m.Stop(context.Background(), e.in.Name)
-		}()
-		var out bytes.Buffer
-		_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sleep", "100"}, Stdout: &out, Stderr: &out})
+		out := &onOutput{want: "ready\n", f: func() { _ = e.m.Stop(context.Background(), e.in.Name) }}
+		_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "echo ready; exec sleep 100"}, Stdout: out, Stderr: io.Discard})
 		if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
 			t.Fatalf("want an error saying the sandbox stopped, got %v", err)
 		}

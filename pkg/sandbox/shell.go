@@ -306,7 +306,7 @@ func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*S
 	res, err := m.Exec(ctx, sb, ExecOptions{
 		Cmd: []string{"bash", "-c", shellCall, "sbx-sh", dir, id, marker, strconv.FormatInt(opts.Timeout.Milliseconds(), 10),
 			strconv.FormatFloat(wait.Seconds(), 'f', 3, 64), reset, strconv.Itoa(length), line, sync, init, shellSupervisor},
-		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety,
+		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety, outlive: true,
 		Stdin:  io.MultiReader(bytes.NewReader(opts.Script), &blockingReader{done: done}),
 		Stdout: stdout, Stderr: orDiscard(opts.Stderr),
 	})
