@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -26,12 +27,7 @@ import (
 // tmpfs. An exec sees the sandbox as its commands do, under the sandbox user's permissions,
 // and Exec's watchdog kills it when sbx is interrupted or goes away.
 
-// copyInScript receives a framed tar stream on stdin and puts it in place atomically.
-//
-// Placement follows docker cp. The item is extracted as the sandbox user into a staging
-// directory (PREFIX+ID) created in the directory the final rename goes into, so the rename
-// stays inside one file system. The staging directory is flock'ed for its whole life; a
-// staging directory nobody holds is a leftover of a killed copy and is removed.
+// copyInScript puts an item copied into a sandbox in place: see scripts/copy_in.sh.
 //
 // Through the engine's exec the stream comes in frames ("LEN\n" then LEN bytes) ended by
 // "0\n", which sbx sends only after the whole tar was written: a stream that stops early (sbx
@@ -40,156 +36,13 @@ import (
 // the script instead of ending its input when the stream stops early (strictStdin), which
 // spares decoding frames in bash.
 //
-// Protocol on stdout: "sbx-cp ready" once the destination is checked and staging exists,
-// "sbx-cp done" when the item is in place, "sbx-cp error KIND [ARG]" (exit 3) otherwise.
-const copyInScript = `export LC_ALL=C
-shopt -s dotglob nullglob
-dst=$1 dstdir=$2 base=$3 kind=$4 mode=$5 owner=$6 id=$7 prefix=$8 raw=$9
-S= P= t= dest= merge=0
-declare -A kept
-say() { printf 'sbx-cp %s\n' "$*"; }
-clean() { rm -rf -- "$1" 2>/dev/null || { chmod -R u+rwx -- "$1" 2>/dev/null; rm -rf -- "$1"; }; }
-fail() { [ -n "$S" ] && clean "$S"; say error "$@"; exit 3; }
-isdir() { [ -d "$1" ] && [ ! -L "$1" ]; }
-exists() { [ -e "$1" ] || [ -L "$1" ]; }
-parent() { local p=${1%/*}; printf '%s' "${p:-/}"; }
-d=${dst%/}
-if [ -d "$dst" ]; then
-	if [ "$kind" = c ] || [ "$kind" = s ]; then P=$dst merge=1
-	elif isdir "$d/$base"; then
-		[ "$kind" = d ] || fail isdir "$d/$base"
-		P=$d/$base merge=1
-	else
-		P=$dst t=$d/$base
-		[ "$kind" = d ] && exists "$t" && fail notdir "$t"
-	fi
-elif exists "$dst"; then
-	[ "$dstdir" = 0 ] && [ "$kind" = f ] || fail notdir "$dst"
-	P=$(parent "$dst") t=$dst
-else
-	[ "$kind" = s ] && fail nodir "$dst"
-	[ "$dstdir" = 1 ] && [ "$kind" = f ] && fail nodir "$dst"
-	P=$(parent "$dst") t=$dst
-	[ -d "$P" ] || fail nodir "$P"
-fi
-if ! err=$(mkdir -m 700 -- "${P%/}/$prefix$id" 2>&1); then
-	case $err in
-	*"Read-only file system"*) fail rofs "$(stat -c %m -- "$P" 2>/dev/null)";;
-	*"Permission denied"*) fail denied "$P";;
-	*"No space left"*|*"quota exceeded"*) fail nospace "$P";;
-	*) fail mkdir "${err//$'\n'/ }";;
-	esac
-fi
-S=${P%/}/$prefix$id
-{ exec 9<"$S" && flock -n 9; } 2>/dev/null || fail busy "$P"
-trap 'clean "$S"; exit 143' TERM INT HUP
-for old in "${P%/}/$prefix"*; do
-	[ "$old" != "$S" ] && isdir "$old" || continue
-	( exec 8<"$old" && flock -n 8 && clean "$old" ) 2>/dev/null
-done
-I=$S/item root=$S
-if [ "$kind" = c ] || [ "$kind" = s ]; then mkdir -- "$I" || fail mkdir "$I"; root=$I; fi
-own=--no-same-owner
-[ "$owner" = 1 ] && own=--same-owner
-say ready
-recv() {
-	local n
-	while IFS= read -r n; do
-		case $n in
-		0) return 0;;
-		''|*[!0-9]*) return 1;;
-		esac
-		head -c "$n"
-	done
-	return 1
-}
-if [ "$raw" = 1 ]; then
-	tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
-	st=(0 "${PIPESTATUS[0]}")
-else
-	recv | tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
-	st=("${PIPESTATUS[@]}")
-fi
-[ "${st[0]}" = 0 ] || fail incomplete
-[ "${st[1]}" = 0 ] || fail tar "${st[1]}"
-exists "$I" || fail empty
-case $kind in
-d) isdir "$I" || fail kind;;
-f) [ -d "$I" ] && fail kind;;
-c) chmod -- "$mode" "$I" || fail mode;;
-esac
-find "$I" ! -type l -perm /6000 -exec chmod ug-s -- {} + || fail strip
-ro=()
-while IFS= read -r -d '' l; do ro+=("$l"); done < <(find "$I" -type d ! -perm -u+w -printf '%m %P\0')
-if [ ${#ro[@]} -gt 0 ]; then find "$I" -type d ! -perm -u+w -exec chmod u+w -- {} + || fail mode; fi
-conflicts() {
-	local e n t
-	kept[/$3]=1
-	for e in "$1"/*; do
-		n=${e##*/} t=${2%/}/$n
-		exists "$t" || continue
-		if isdir "$e"; then
-			isdir "$t" || fail notdir "$t"
-			conflicts "$e" "$t" "${3:+$3/}$n"
-		elif isdir "$t"; then fail isdir "$t"
-		fi
-	done
-}
-merge() {
-	local e n t batch=()
-	for e in "$1"/*; do
-		n=${e##*/} t=${2%/}/$n
-		if isdir "$e" && isdir "$t"; then merge "$e" "$t" || return
-		else batch+=("$e")
-		fi
-	done
-	[ ${#batch[@]} -eq 0 ] || printf '%s\0' "${batch[@]}" | xargs -0 mv -f -t "$2" --
-}
-if [ "$merge" = 1 ]; then
-	conflicts "$I" "$P" ""
-	merge "$I" "$P" || fail move "$P"
-	dest=${P%/}
-else
-	isdir "$t" && fail isdir "$t"
-	mv -f -T -- "$I" "$t" || fail move "$t"
-	dest=$t
-fi
-[ -n "$dest" ] || fail move "$P"
-for l in "${ro[@]}"; do
-	r=${l#* }
-	[ -n "${kept[/$r]}" ] || chmod -- "${l%% *}" "$dest${r:+/$r}" 2>/dev/null
-done
-trap - TERM INT HUP
-clean "$S"
-say done`
+//go:embed scripts/copy_in.sh
+var copyInScript string
 
-// copyOutScript writes the sandbox path $1 as a tar stream on stdout. A symlink named as the
-// source is followed only when asked ($3) or written with a trailing slash ($2); otherwise it
-// is refused here, before any data, unless the raw stream is wanted ($4). With $5 it first
-// reports the tree's size, for a progress bar. Hardlinks are stored as files, so the
-// extractor, which refuses links, sees them as the files they are. Protocol on stderr, as
-// for copyInScript.
-const copyOutScript = `export LC_ALL=C
-src=$1 srcdir=$2 follow=$3 raw=$4 measure=$5
-say() { printf 'sbx-cp %s\n' "$*" >&2; }
-fail() { say error "$@"; exit 3; }
-dir=${src%/*} name=${src##*/}
-member=$name opts=()
-if [ -L "$src" ]; then
-	if [ "$follow" = 1 ] || [ "$srcdir" = 1 ]; then
-		[ -e "$src" ] || fail missing "$src"
-		if [ -d "$src" ]; then member=$name/.; else opts=(--dereference); fi
-	elif [ "$raw" != 1 ]; then
-		fail symlink "$(readlink -- "$src")"
-	fi
-elif [ ! -e "$src" ]; then
-	fail missing "$src"
-fi
-[ "$srcdir" = 1 ] && [ ! -d "$src" ] && fail notdir "$src"
-if [ "$measure" = 1 ]; then
-	say total "$(find -H "$src" -type f -printf '%s\n' 2>/dev/null | awk '{ b += $1; n++ } END { printf "%.0f %.0f", b, n }')"
-fi
-exec tar -c -f - --numeric-owner --hard-dereference "${opts[@]}" -C "${dir:-/}" -- "$member"`
+// copyOutScript writes a sandbox path as a tar stream: see scripts/copy_out.sh.
+//
+//go:embed scripts/copy_out.sh
+var copyOutScript string
 
 // Kinds of CopyError.
 const (

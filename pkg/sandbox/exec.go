@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,107 +23,37 @@ import (
 )
 
 // The engine cannot kill an exec, and once the pids limit is full no new exec can start, so
-// every exec runs under a wrapper that starts a watchdog first. The watchdog lives in its own
-// session (so a group kill spares it), ticks without forking, and when the command's time is
-// up, when the client goes away (stdin EOF) or when the command ends, it sends TERM, then KILL
-// after the grace period, to the command's whole process group. The command itself replaces
-// the wrapper, so it is the exec's main process and keeps the TTY. In detached mode (ctl
-// detach) the fifth argument is procScript instead, which starts the command under a
-// supervisor that outlives the exec (see proc.go).
-const execWrapper = `id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5; unset SBX_AGENT
-case $1 in */*) ;; *) if ! type -P -- "$1" >/dev/null 2>&1; then echo "sbx: $1: command not found" >&2; exit 127; fi ;; esac
-if [ "$ctl" = detach ]; then exec bash -c "$watch" sbx-launch "$ticks" "$grace" "$@"; fi
-d=/tmp/.sbx-exec
-if ! { mkdir -p "$d" && echo $$ >"$d/$id" && mkfifo "$d/$id.tick"; } 2>/dev/null; then d=; fi
-if [ "$ctl" = stdin ]; then
-	setsid bash -c "$watch" sbx-watch $$ "$ticks" "$grace" stdin "$d" "$id" 0<&0 >/dev/null 2>&1 &
-	exec </dev/null
-else
-	setsid bash -c "$watch" sbx-watch $$ "$ticks" "$grace" tick "$d" "$id" </dev/null >/dev/null 2>&1 &
-fi
-exec -- "$@"`
+// every exec runs under execWrapper, which starts execWatchdog first; in detached mode the
+// watchdog's place goes to procScript (see proc.go).
 
-// execWatchdog uses only shell builtins until the command's group is dead: by then a fork
-// bomb may have used up every pid, and a fork would stall it. The agent, which ends a
-// command itself, may TERM it with the command's descendants: it then only tidies up.
-const execWatchdog = `leader=$1 ticks=$2 grace=$3 ctl=$4 d=$5 id=$6
-trap '[ -n "$d" ] && rm -f "$d/$id" "$d/$id.tick"; exit 0' TERM
-[ -n "$d" ] && exec 3<>"$d/$id.tick"
-tick() { read -r -t 0.2 -u 3 _ 2>/dev/null; [ $? -gt 128 ] || sleep 0.2; }
-oom() { o=0; local f k v; for f in /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events; do
-	if [ -r "$f" ]; then while read -r k v; do [ "$k" = oom_kill ] && o=$v; done <"$f"; return; fi; done; }
-oom; oom0=$o
-n=0
-while kill -0 "$leader" 2>/dev/null; do
-	if [ "$ctl" = stdin ]; then
-		read -r -t 0.2 _; rc=$?
-		if [ "$rc" -ne 0 ] && [ "$rc" -le 128 ]; then break; fi
-	else tick; fi
-	n=$((n+1))
-	if [ "$ticks" -gt 0 ] && [ "$n" -ge "$ticks" ]; then break; fi
-done
-kill -TERM -- "-$leader" 2>/dev/null
-n=0
-while [ "$n" -lt "$grace" ] && kill -0 -- "-$leader" 2>/dev/null; do tick; n=$((n+1)); done
-kill -KILL -- "-$leader" 2>/dev/null
-if [ -n "$d" ]; then
-	oom; [ "$o" -gt "$oom0" ] && : >"$d/$id.oom"
-	rm -f "$d/$id" "$d/$id.tick"
-fi`
+// execWrapper wraps every command: see scripts/exec_wrapper.sh.
+//
+//go:embed scripts/exec_wrapper.sh
+var execWrapper string
 
-// execOOMCheck waits for the watchdog of exec $1 to finish, then reports whether the kernel's
-// OOM killer fired during it.
-const execOOMCheck = `d=/tmp/.sbx-exec; i=0
-while [ -e "$d/$1" ] && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
-if [ -e "$d/$1.oom" ]; then rm -f "$d/$1.oom"; echo oom; fi`
+// execWatchdog ends a command at its timeout, or when it or sbx goes: see
+// scripts/exec_watchdog.sh.
+//
+//go:embed scripts/exec_watchdog.sh
+var execWatchdog string
 
-// execCancel signals the process group of exec $1: TERM, then KILL after $2 ticks of 0.2 s.
-const execCancel = `read -r p <"/tmp/.sbx-exec/$1" 2>/dev/null || exit 0
-kill -TERM -- "-$p" 2>/dev/null || exit 0
-i=0; while [ $i -lt "$2" ] && kill -0 -- "-$p" 2>/dev/null; do sleep 0.2; i=$((i+1)); done
-kill -KILL -- "-$p" 2>/dev/null; exit 0`
+// execOOMCheck reports whether the OOM killer fired during an exec: see
+// scripts/exec_oom_check.sh.
+//
+//go:embed scripts/exec_oom_check.sh
+var execOOMCheck string
 
-// execKill ends what belongs to command $1, a pid in the sandbox, if it is still the process
-// that started at $2 (field 22 of /proc/PID/stat, the same in every pid namespace): the
-// process, its group and its session (their IDs are the command's pid, which cannot be
-// reused while any of them lives) and their descendants by parent links. It stops them,
-// looks again until nothing new shows up (a stopped process cannot fork), then kills them
-// all. First it sends CONT to $3 when it is not 0 (an agent something stopped). It forks
-// nothing: a fork bomb may hold every pid. It exits 3 when the command is gone.
-const execKill = `p=$1 st=$2 ag=$3
-[ "$ag" -gt 0 ] && kill -CONT "$ag" 2>/dev/null
-declare -A pp pg sd ss hit
-scan() {
-	local d q l
-	pp=() pg=() sd=() ss=()
-	for d in /proc/[0-9]*; do
-		q=${d#/proc/}
-		{ read -r l <"$d/stat"; } 2>/dev/null || continue
-		l=${l##*) }; set -f
-		# shellcheck disable=SC2086 # split into fields on purpose, with globbing off
-		set -- $l
-		set +f
-		pp[$q]=$2 pg[$q]=$3 sd[$q]=$4 ss[$q]=${20}
-	done
-	[ "${ss[$p]}" = "$st" ] || mine=0
-}
-mine=1; scan
-[ "$mine" = 1 ] || exit 3
-n=0
-while [ "$n" -lt 16 ]; do
-	new=0
-	for q in "${!pp[@]}"; do
-		[ "$q" = $$ ] || [ "$q" = 1 ] || [ "$q" = "$ag" ] && continue
-		[ "${hit[$q]}" = "${ss[$q]}" ] && continue
-		if { [ "$mine" = 1 ] && { [ "$q" = "$p" ] || [ "${pg[$q]}" = "$p" ] || [ "${sd[$q]}" = "$p" ]; }; } || [ -n "${hit[${pp[$q]}]}" ]; then
-			hit[$q]=${ss[$q]}; kill -STOP "$q" 2>/dev/null; new=1
-		fi
-	done
-	[ "$new" = 0 ] && break
-	scan; n=$((n+1))
-done
-for q in "${!hit[@]}"; do kill -KILL "$q" 2>/dev/null; done
-exit 0`
+// execCancel ends an interactive exec, whose watchdog does not read sbx's stdin: see
+// scripts/exec_cancel.sh.
+//
+//go:embed scripts/exec_cancel.sh
+var execCancel string
+
+// execKill ends a command and all it started when its watchdog or agent did not: see
+// scripts/exec_kill.sh.
+//
+//go:embed scripts/exec_kill.sh
+var execKill string
 
 const tick = 200 * time.Millisecond
 

@@ -38,123 +38,26 @@ const ProcOutputCap = 1 << 20
 
 const procChunks = 4
 
-// procScript is the wrapper's detached mode. As sbx-launch, the exec's own process, it reads
-// "ID CHUNK" and the metadata line from stdin, creates the process's directory, starts the
-// supervisor in a session of its own and returns once the command runs. As sbx-proc it is
-// that supervisor: it starts the command in a new session (its own process group), feeds
-// each output stream through a rotation loop into the chunk ring (head -c never reads past a
-// chunk's end, and unbuffered it writes what it reads at once), enforces a timeout when one
-// is given, and when the command ends it terminates what is left of its group (TERM, then
-// KILL after the grace period) and records the exit status. Nothing watches stdin, so the
-// process lives on after the client goes.
-const procScript = `if [ "$0" = sbx-launch ]; then
-	ticks=$1 grace=$2; shift 2
-	if ! { read -r id chunk && IFS= read -r meta; }; then echo "sbx: no process parameters on stdin" >&2; exit 125; fi
-	r=` + ProcDir + ` p=` + ProcDir + `/$id
-	mkdir -m 1777 "$r" 2>/dev/null
-	if ! mkdir -m 0755 -- "$p"; then [ -e "$p" ] && exit 3; exit 125; fi
-	printf '%s\n' "$chunk" >"$p/chunk"; printf '%s\n' "$meta" >"$p/meta"
-	setsid bash -c "$BASH_EXECUTION_STRING" sbx-proc "$p" "$ticks" "$grace" "$chunk" "$@" </dev/null >/dev/null 2>"$p/supervisor.log" &
-	i=0; while [ ! -s "$p/pid" ] && [ "$i" -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-	[ -s "$p/pid" ] && exit 0
-	echo "sbx: the process did not start" >&2; exit 125
-fi
-p=$1 ticks=$2 grace=$3 chunk=$4; shift 4
-mkfifo "$p/.out" "$p/.err" "$p/.tick" || exit 1
-exec 3<>"$p/.tick"
-nap() { read -r -t "$1" -u 3 _; }
-rot() {
-	local n=0 f sz fails=0
-	while :; do
-		f=$p/$1.$((n % 4))
-		: >"$f"; printf '%s\n' "$n" >"$p/$1.n"
-		if ! stdbuf -o0 head -c "$chunk" >>"$f"; then
-			fails=$((fails+1)); [ "$fails" -ge 5 ] && { cat >/dev/null; return; }
-			nap 1; continue
-		fi
-		fails=0
-		sz=$(stat -c %s -- "$f") || sz=0
-		[ "$sz" -lt "$chunk" ] && return
-		n=$((n+1))
-	done
-}
-rot stdout <"$p/.out" & ro=$!
-rot stderr <"$p/.err" & re=$!
-setsid -- "$@" </dev/null >"$p/.out" 2>"$p/.err" 3<&- & c=$!
-printf '%s %s %s\n' "$c" "$EPOCHREALTIME" "$$" >"$p/pid"
-tm=
-if [ "$ticks" -gt 0 ]; then
-	( nap "$((ticks / 5)).$((ticks % 5 * 2))"; : >"$p/timedout"; kill -TERM -- "-$c" 2>/dev/null
-	  nap "$((grace / 5))"; kill -KILL -- "-$c" 2>/dev/null ) & tm=$!
-fi
-wait "$c"; rc=$?
-end=$EPOCHREALTIME
-[ -n "$tm" ] && kill "$tm" 2>/dev/null
-if kill -TERM -- "-$c" 2>/dev/null; then
-	n=0; while [ "$n" -lt "$grace" ] && kill -0 -- "-$c" 2>/dev/null; do nap 0.2; n=$((n+1)); done
-	kill -KILL -- "-$c" 2>/dev/null
-fi
-( nap 2; kill "$ro" "$re" 2>/dev/null ) & k=$!
-wait "$ro" "$re"
-kill "$k" 2>/dev/null
-printf '%s %s\n' "$rc" "$end" >"$p/exit"`
+// procScript is the wrapper's detached mode: as sbx-launch it starts a background process
+// under a supervisor, and as sbx-proc it is that supervisor. See scripts/proc_launch.sh.
+//
+//go:embed scripts/proc_launch.sh
+var procScript string
 
 // procList lists the background processes: see scripts/proc_list.sh.
 //
 //go:embed scripts/proc_list.sh
 var procList string
 
-// procLogs writes what process $1 kept of its stdout and stderr to its own stdout and stderr:
-// the last $3 lines of each when $3 >= 0, and with $2 = 1 it then follows both until the
-// process has exited and all its output is shown. Output dropped from the ring while it
-// follows is skipped.
-const procLogs = `p=` + ProcDir + `/$1 follow=$2 tail=$3
-[ -e "$p/meta" ] || exit 3
-read -r chunk 2>/dev/null <"$p/chunk"
-declare -A pos=([stdout]=0 [stderr]=0)
-total() { local n= sz; read -r n 2>/dev/null <"$p/$1.n"; tot=0
-	[ -n "$n" ] || return 0
-	sz=$(stat -c %s -- "$p/$1.$((n % 4))" 2>/dev/null) || sz=0
-	tot=$((n * chunk + sz)); }
-emit() { local g=${pos[$1]} n= k off e
-	read -r n 2>/dev/null <"$p/$1.n"; [ -n "$n" ] || return 0
-	[ "$n" -gt 3 ] && [ "$g" -lt $(( (n - 3) * chunk )) ] && g=$(( (n - 3) * chunk ))
-	while [ "$g" -lt "$3" ]; do
-		k=$((g / chunk)) off=$((g % chunk))
-		e=$(( $3 - k * chunk )); [ "$e" -gt "$chunk" ] && e=$chunk
-		tail -c "+$((off + 1))" -- "$p/$1.$((k % 4))" | head -c "$((e - off))" >&"$2"
-		g=$((k * chunk + e))
-	done
-	pos[$1]=$g; }
-fin=0; [ -e "$p/exit" ] && fin=1
-total stdout; lo=$tot; total stderr; le=$tot
-if [ "$tail" -ge 0 ]; then
-	emit stdout 1 "$lo" | tail -n "$tail"
-	emit stderr 1 "$le" | tail -n "$tail" >&2
-else
-	emit stdout 1 "$lo"; emit stderr 2 "$le"
-fi
-pos[stdout]=$lo pos[stderr]=$le
-[ "$follow" = 1 ] || exit 0
-while [ "$fin" = 0 ]; do
-	sleep 0.25
-	[ -e "$p/exit" ] && fin=1
-	total stdout; emit stdout 1 "$tot"
-	total stderr; emit stderr 2 "$tot"
-done
-exit 0`
+// procLogs writes what a background process kept of its output: see scripts/proc_logs.sh.
+//
+//go:embed scripts/proc_logs.sh
+var procLogs string
 
-// procKill sends signal $3 ($2 is -s or -n) to the process group of process $1 and waits up
-// to $4 ticks for it to exit. It exits 3 when there is no such process, 4 when it has
-// already exited.
-const procKill = `p=` + ProcDir + `/$1
-[ -e "$p/meta" ] || exit 3
-[ -e "$p/exit" ] && exit 4
-pid=; read -r pid _ 2>/dev/null <"$p/pid"
-[ -n "$pid" ] || exit 4
-kill "$2" "$3" -- "-$pid" || exit 1
-i=0; while [ ! -e "$p/exit" ] && [ "$i" -lt "$4" ]; do sleep 0.2; i=$((i+1)); done
-exit 0`
+// procKill signals a background process: see scripts/proc_kill.sh.
+//
+//go:embed scripts/proc_kill.sh
+var procKill string
 
 // ProcOptions describe a background process.
 type ProcOptions struct {
@@ -261,7 +164,7 @@ func (m *Manager) StartProc(ctx context.Context, sb *Sandbox, opts ProcOptions) 
 		var stderr strings.Builder
 		res, err := m.Exec(ctx, sb, ExecOptions{
 			Cmd: opts.Cmd, Env: opts.Env, WorkDir: opts.WorkDir, User: opts.User, Timeout: opts.Timeout,
-			Stdin:  strings.NewReader(fmt.Sprintf("%s %d\n%s\n", id, ProcOutputCap/procChunks, meta)),
+			Stdin:  strings.NewReader(fmt.Sprintf("%s/%s %d\n%s\n", ProcDir, id, ProcOutputCap/procChunks, meta)),
 			Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, detach: true,
 		})
 		if err != nil {
@@ -393,7 +296,7 @@ func (m *Manager) ProcLogs(ctx context.Context, sb *Sandbox, id string, opts Log
 		follow = "1"
 	}
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:    []string{"bash", "-c", procLogs, "sbx-logs", id, follow, strconv.Itoa(opts.Tail)},
+		Cmd:    []string{"bash", "-c", procLogs, "sbx-logs", ProcDir + "/" + id, follow, strconv.Itoa(opts.Tail)},
 		Stdout: orDiscard(opts.Stdout), Stderr: orDiscard(opts.Stderr),
 	})
 	switch {
@@ -454,7 +357,7 @@ func (m *Manager) KillProc(ctx context.Context, sb *Sandbox, id, sig string) (*P
 	}
 	var stderr strings.Builder
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:    []string{"bash", "-c", procKill, "sbx-kill", id, how, sig, strconv.Itoa(wait)},
+		Cmd:    []string{"bash", "-c", procKill, "sbx-kill", ProcDir + "/" + id, how, sig, strconv.Itoa(wait)},
 		Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, Timeout: time.Duration(wait)*tick + 10*time.Second,
 	})
 	switch {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"regexp"
@@ -23,18 +24,17 @@ const DefaultMaxOutput = 1 << 20
 // MaxCodeSize bounds a snippet: it is streamed, but a larger one is surely a mistake.
 const MaxCodeSize = 16 << 20
 
-// runScript saves the snippet arriving on stdin as a file, runs the language's command on it
-// and removes it. Streaming the code through cat means it never passes through a shell's
-// quoting: quotes, backslashes, "EOF" lines and non-UTF-8 bytes arrive unchanged. A missing
-// interpreter is reported with runMissing and the run's random directory, which Run
-// recognises and no snippet prints by accident.
-const runScript = `d=$1 f=$1/$2 tool=$3 m=$4 run=$5
-if ! type -P -- "$tool" >/dev/null 2>&1; then echo "sbx-run: missing $tool $d" >&2; exit 127; fi
-mkdir -m 1777 ` + RunDir + ` 2>/dev/null
-if ! { mkdir -m 0700 -- "$d" && cat >"$f"; }; then echo "sbx-run: cannot save the code in $d" >&2; exit 125; fi
-eval "$run"; rc=$?
-rm -rf -- "$d"
-exit "$rc"`
+// runScript saves a snippet in the sandbox, runs it and removes it: see
+// scripts/run_snippet.sh. A missing interpreter is reported with runMissing and the run's
+// random directory, which Run recognises and no snippet prints by accident.
+//
+//go:embed scripts/run_snippet.sh
+var runScript string
+
+// runCleanup removes the directory of a run that was killed: see scripts/run_cleanup.sh.
+//
+//go:embed scripts/run_cleanup.sh
+var runCleanup string
 
 // runMissing starts the line runScript prints when the language's tool is not installed.
 const runMissing = "sbx-run: missing "
@@ -215,7 +215,7 @@ func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunRe
 	if res.TimedOut || res.Canceled || res.ExitCode >= 128 {
 		// The script was killed before it could clean up after itself.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, _ = m.script(bg, sb, `rm -rf -- "$1"`, []string{dir}, nil, io.Discard)
+		_, _ = m.script(bg, sb, runCleanup, []string{dir}, nil, io.Discard)
 		cancel()
 	}
 	out := &RunResult{ExecResult: *res, StdoutBytes: stdout.Written(), StderrBytes: stderr.Written(),

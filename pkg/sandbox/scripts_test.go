@@ -3,14 +3,65 @@
 package sandbox
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 )
+
+// Every script under scripts/ is embedded by a //go:embed line of the package, so none goes
+// stale unseen, and starts with its header: the shell for shellcheck, then what runs it.
+func TestScriptsAreEmbedded(t *testing.T) {
+	var patterns []string
+	goFiles, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range goFiles {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				if rest, ok := strings.CutPrefix(c.Text, "//go:embed "); ok {
+					patterns = append(patterns, strings.Fields(rest)...)
+				}
+			}
+		}
+	}
+	scripts, err := filepath.Glob("scripts/*.sh")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	for _, name := range scripts {
+		embedded := false
+		for _, p := range patterns {
+			if ok, _ := path.Match(p, filepath.ToSlash(name)); ok {
+				embedded = true
+			}
+		}
+		if !embedded {
+			t.Errorf("%s: no //go:embed line names it", name)
+		}
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.SplitN(string(b), "\n", 3); len(lines) < 3 || lines[0] != "# shellcheck shell=bash" || !strings.HasPrefix(lines[1], "# ") {
+			t.Errorf("%s does not start with its header", name)
+		}
+	}
+}
 
 // plant writes files under dir, making directories as needed.
 func plant(t *testing.T, dir string, files map[string]string) {

@@ -67,115 +67,17 @@ const ShellLockWait = time.Minute
 //go:embed scripts/shell_common.sh
 var shellCommon string
 
-// shellSupervisor starts the session's shell, waits for it and records its exit status. It
-// is started with setsid -f rather than &, and runs the shell in the foreground, because bash
-// makes its background children ignore SIGINT, and a shell that starts with SIGINT ignored
-// can never be interrupted.
-const shellSupervisor = `d=$1
-setsid bash --norc --noprofile --noediting -i +m <>"$d/fifo" >/dev/null 2>&1
-printf '%s\n' "$?" >"$d/exited"`
+// shellSupervisor starts a session's shell and records its exit status: see
+// scripts/shell_supervisor.sh.
+//
+//go:embed scripts/shell_supervisor.sh
+var shellSupervisor string
 
-// shellCall runs one call in session dir $1 (see ShellDir): $2 the call ID, $3 its marker,
-// $4 the timeout in ms (0: none), $5 the lock wait in seconds, $6 1 to start a new shell,
-// $7 the script's length on stdin (-1: no script), $8 the command line, $9 the line that
-// records an abandoned call's status, $10 the new shell's first line.
-var shellCall = shellCommon + `d=$1 id=$2 mk=$3 tmo=$4 lw=$5 reset=$6 len=$7 line=$8 sync=$9 init=${10} sup=${11}
-f=$d/$id o=$d/$id.out e=$d/$id.err st=$d/$id.st
-trailer() { printf '%s %s\n' "$mk" "$*"; }
-cleanup() { kill "$cw" 2>/dev/null; rm -f -- "$f".*; }
-mkdir -m 0700 -- "${d%/*}" 2>/dev/null; mkdir -m 0700 -- "$d" 2>/dev/null
-if [ "$len" -ge 0 ] && ! head -c "$len" >"$f.sh"; then trailer err=save; exit 0; fi
-gone=0; trap 'gone=1' TERM
-{ cat; kill -TERM $$; } <&0 >/dev/null 2>&1 & cw=$!
-exec </dev/null
-mkfifo -m 0600 "$f.tick" && exec 8<>"$f.tick"
-nap() { read -r -t "$1" -u 8 _ 2>/dev/null; }
-if ! exec 9>>"$d/lock"; then trailer err=lock; cleanup; exit 0; fi
-flock -w "$lw" 9 & fl=$!
-wait "$fl"; lr=$?
-while [ "$gone" = 0 ] && kill -0 "$fl" 2>/dev/null; do wait "$fl"; lr=$?; done
-if [ "$gone" = 1 ]; then kill "$fl" 2>/dev/null; cleanup; exit 0; fi
-case $lr in 0) ;; 1) trailer busy=1; cleanup; exit 0 ;; *) trailer err=flock; cleanup; exit 0 ;; esac
-for x in "$d"/*.out "$d"/*.err "$d"/*.st; do
-	[ -e "$x" ] || continue
-	case ${x##*/} in "$id".*) ;; *) rm -f -- "$x" ;; esac
-done
-sp= sst= sep=; read -r sp sst sep 2>/dev/null <"$d/pid"
-start=-
-if [ -z "$sp" ]; then start=new
-elif [ "$reset" = 1 ]; then start=reset
-elif ! alive; then ec=; read -r ec 2>/dev/null <"$d/exited"; start=died:${ec:-?}
-fi
-if [ "$start" != - ]; then
-	if [ -n "$sp" ]; then
-		kill -KILL -- "-$sp" 2>/dev/null
-		i=0; while alive && [ $i -lt 40 ]; do nap 0.05; i=$((i+1)); done
-	fi
-	rm -f -- "$d/fifo" "$d/pid" "$d/pid.new" "$d/exited"
-	if ! mkfifo -m 0600 "$d/fifo"; then trailer err=mkfifo; cleanup; exit 0; fi
-	exec 7<>"$d/fifo"
-	setsid -f bash -c "$sup" sbx-shell "$d" </dev/null >/dev/null 2>&1 7>&- 8>&- 9>&-
-	printf '%s\n' "$init" >&7
-	i=0; while [ ! -s "$d/pid.new" ] && [ $i -lt 200 ]; do nap 0.025; i=$((i+1)); done
-	sp= sep= sst=; read -r sp sep 2>/dev/null <"$d/pid.new"
-	if [ -n "$sp" ] && { read -r l <"/proc/$sp/stat"; } 2>/dev/null; then l=${l##*) }; set -f; set -- $l; set +f; sst=${20}; fi
-	if [ -z "$sst" ]; then trailer err=start; cleanup; exit 0; fi
-	printf '%s %s %s\n' "$sp" "$sst" "$sep" >"$d/pid"
-else
-	exec 7<>"$d/fifo"
-fi
-if [ "$len" -lt 0 ]; then : >"$d/last"; trailer "rc=0 start=$start"; cleanup; exit 0; fi
-: >"$o"; : >"$e"
-{ read -r l <"/proc/$$/stat"; } 2>/dev/null; l=${l##*) }; set -f; set -- $l; set +f; cst=${20}
-po=0 pe=0 rc= to=0 end=-
-emit() {
-	local sz so se
-	sz=$(stat -c %s -- "$o" "$e" 2>/dev/null) || return 0
-	so=${sz%%$'\n'*} se=${sz##*$'\n'}
-	if [ "$so" -gt "$po" ]; then tail -c "+$((po + 1))" -- "$o" | head -c "$((so - po))"; po=$so; fi
-	if [ "$se" -gt "$pe" ]; then tail -c "+$((pe + 1))" -- "$e" | head -c "$((se - pe))" >&2; pe=$se; fi
-}
-status() { local c m; [ -s "$st" ] || return 1; read -r c m 2>/dev/null <"$st" || return 1; [ "$m" = "$mk" ] || return 1; rc=$c; }
-died() {
-	local i=0 ec=; while [ ! -s "$d/exited" ] && [ $i -lt 20 ]; do nap 0.05; i=$((i+1)); done
-	read -r ec 2>/dev/null <"$d/exited"; rc=${ec:-125} end=died:${ec:-?}
-}
-over() { local i=0; while [ $i -lt "$1" ]; do status && return 0; alive || { died; return 0; }; emit; nap 0.1; i=$((i+1)); done; return 1; }
-killcall() {
-	local p l
-	for p in /proc/[0-9]*; do
-		p=${p#/proc/}; [ "$p" = "$sp" ] && continue
-		{ read -r l <"/proc/$p/stat"; } 2>/dev/null || continue
-		l=${l##*) }; set -f; set -- $l; set +f
-		[ "$3" = "$sp" ] && [ "${20}" -ge "$cst" ] && kill -KILL "$p" 2>/dev/null
-	done
-}
-interrupt() {
-	kill -INT -- "-$sp" 2>/dev/null
-	over 15; killcall
-	status && return; alive || { died; return; }
-	over 10 && return
-	printf '%s\n' "$sync" >&7; over 10 && return
-	kill -KILL -- "-$sp" 2>/dev/null; rc=137 end=killed
-}
-now() { local e=$EPOCHREALTIME; printf -v "$1" %s "${e//[!0-9]/}"; }
-now t0
-printf '%s\n' "$line" >&7
-iv=0.005
-while :; do
-	status && break
-	alive || { died; break; }
-	if [ "$gone" = 1 ]; then interrupt; cleanup; exit 0; fi
-	now t; if [ "$tmo" -gt 0 ] && [ $((t - t0)) -ge $((tmo * 1000)) ]; then to=1; interrupt; break; fi
-	emit
-	nap "$iv"
-	case $iv in 0.005) iv=0.02 ;; 0.02) iv=0.05 ;; *) iv=0.1 ;; esac
-done
-emit
-: >"$d/last"
-trailer "rc=$rc to=$to start=$start end=$end"
-cleanup
-exit 0`
+//go:embed scripts/shell_call.sh
+var shellCallBody string
+
+// shellCall runs one call in a session: see scripts/shell_call.sh.
+var shellCall = shellCommon + shellCallBody
 
 //go:embed scripts/shell_list.sh
 var shellListBody string
