@@ -486,7 +486,7 @@ func (m *Manager) waitExec(ctx context.Context, execID string, limit time.Durati
 // means the question could not be asked.
 func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) (bool, error) {
 	out := &LimitedBuffer{What: fmt.Sprintf("the OOM check of sandbox %q", sb.Name), Limit: 64}
-	code, err := m.runHelper(ctx, sb, out, execOOMCheck, id)
+	code, err := m.script(ctx, sb, scriptRun{script: execOOMCheck, args: []string{id}, stdout: out, bare: true})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d", code)
 	}
@@ -494,20 +494,7 @@ func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) (bool, 
 }
 
 func (m *Manager) cancelExec(ctx context.Context, sb *Sandbox, id string) {
-	_, _ = m.runHelper(ctx, sb, io.Discard, execCancel, id, strconv.Itoa(int(KillGrace/tick)))
-}
-
-// runHelper runs one of sbx's own bash snippets in the sandbox and returns its exit code.
-func (m *Manager) runHelper(ctx context.Context, sb *Sandbox, stdout io.Writer, script string, args ...string) (int, error) {
-	st, err := m.startCommand(ctx, sb, ExecOptions{}, append([]string{"bash", "-c", script, "sbx-helper"}, args...), nil)
-	if err != nil {
-		return 0, err
-	}
-	defer st.close()
-	if err := st.copyOutput(stdout, io.Discard); err != nil {
-		return 0, err
-	}
-	return st.wait(ctx)
+	_, _ = m.script(ctx, sb, scriptRun{script: execCancel, args: []string{id, strconv.Itoa(int(KillGrace / tick))}, bare: true})
 }
 
 // execErr turns an engine failure to start an exec into plain words.

@@ -203,18 +203,8 @@ func (m *Manager) procs(ctx context.Context, sb *Sandbox, id string) ([]Proc, er
 			return nil, err
 		}
 	}
-	out := &LimitedBuffer{What: fmt.Sprintf("the process list of sandbox %q", sb.Name), Limit: MaxProcList}
-	code, err := m.script(ctx, sb, procList, []string{ProcDir, strconv.Itoa(MaxProcMeta), id}, nil, out)
-	if err != nil {
-		return nil, err
-	}
-	if code == 3 {
-		return nil, &ProcNotFoundError{Sandbox: sb.Name, ID: id}
-	}
-	if code != 0 {
-		return nil, errs.Failure(fmt.Errorf("listing the processes of sandbox %q: exit %d", sb.Name, code), "")
-	}
-	return ParseProcList(out.String())
+	l := listing[Proc]{script: procList, name: "process list", things: "processes", limit: MaxProcList, parse: ParseProcList}
+	return l.list(ctx, m, sb, &ProcNotFoundError{Sandbox: sb.Name, ID: id}, ProcDir, strconv.Itoa(MaxProcMeta), id)
 }
 
 // ParseProcList reads procList's output.
@@ -371,23 +361,6 @@ func (m *Manager) KillProc(ctx context.Context, sb *Sandbox, id, sig string) (*P
 		return nil, errs.Failure(fmt.Errorf("signalling process %q: %s", id, strings.TrimSpace(stderr.String())), "")
 	}
 	return m.Proc(ctx, sb, id)
-}
-
-// script runs one of sbx's bash snippets in sb under the usual exec watchdog, with stdin when
-// given, and returns its exit code. Its stderr is returned inside the error when it fails to
-// run at all.
-func (m *Manager) script(ctx context.Context, sb *Sandbox, script string, args []string, stdin io.Reader, stdout io.Writer) (int, error) {
-	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:         append([]string{"bash", "-c", script, "sbx-script"}, args...),
-		Interactive: stdin != nil, Stdin: stdin, Stdout: stdout, Stderr: io.Discard, Timeout: time.Minute,
-	})
-	if err != nil {
-		return 0, err
-	}
-	if res.Canceled {
-		return 0, ctx.Err()
-	}
-	return res.ExitCode, nil
 }
 
 func newProcID() string {

@@ -215,7 +215,7 @@ func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunRe
 	if res.TimedOut || res.Canceled || res.ExitCode >= 128 {
 		// The script was killed before it could clean up after itself.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, _ = m.script(bg, sb, runCleanup, []string{dir}, nil, io.Discard)
+		_, _ = m.script(bg, sb, scriptRun{script: runCleanup, args: []string{dir}})
 		cancel()
 	}
 	out := &RunResult{ExecResult: *res, StdoutBytes: stdout.Written(), StderrBytes: stderr.Written(),

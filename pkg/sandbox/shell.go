@@ -284,15 +284,8 @@ type ShellSession struct {
 
 // ShellSessions lists the shell sessions of sandbox sb, by name.
 func (m *Manager) ShellSessions(ctx context.Context, sb *Sandbox) ([]ShellSession, error) {
-	out := &LimitedBuffer{What: fmt.Sprintf("the shell session list of sandbox %q", sb.Name), Limit: MaxShellList}
-	code, err := m.script(ctx, sb, shellList, []string{ShellDir}, nil, out)
-	if err != nil {
-		return nil, err
-	}
-	if code != 0 {
-		return nil, errs.Failure(fmt.Errorf("listing the shell sessions of sandbox %q: exit %d", sb.Name, code), "")
-	}
-	return ParseShellList(out.String())
+	l := listing[ShellSession]{script: shellList, name: "shell session list", things: "shell sessions", limit: MaxShellList, parse: ParseShellList}
+	return l.list(ctx, m, sb, nil, ShellDir)
 }
 
 // ParseShellList reads shellList's output.
