@@ -164,7 +164,7 @@ func ExitFor(res *sandbox.ShellResult, timeout time.Duration, r *config.Resolved
 func listRun(ctx context.Context, opts *ShOptions) error {
 	f := opts.Factory
 	m, sb, release, err := cmdutil.RunningSandbox(ctx, f, opts.Name)
-	var notRunning *cmdutil.NotRunningError
+	var notRunning *sandbox.NotRunningError
 	var list []sandbox.ShellSession
 	switch {
 	case sandbox.IsNotFound(err) || errors.As(err, &notRunning):
