@@ -126,7 +126,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	if err != nil {
 		return err
 	}
-	in, err := cmdutil.SpecInput(f, r)
+	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return err
 	}

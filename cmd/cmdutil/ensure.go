@@ -6,41 +6,48 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // EnsureSandbox dials the engine and makes sure the sandbox of r exists and runs, as exec
-// does: created on first use, resumed when paused, recreated when its config changed and it
-// has been idle, else used as it is with a warning on stderr. It records the use. The
-// sandbox is leased, so maxRunning does not evict it, until the caller calls release.
+// does: created on first use, resumed when paused, recreated when it is not current
+// (sandbox.Resolver.Drift) and has been idle, else used as it is with a warning on stderr. It
+// records the use. The sandbox is leased, so maxRunning does not evict it, until the caller
+// calls release.
 func EnsureSandbox(ctx context.Context, f *Factory, r *config.Resolved) (m *sandbox.Manager, sb *sandbox.Sandbox, release func(), err error) {
 	m, err = Manager(ctx, f)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	in, err := SpecInput(f, r)
+	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: Reresolver(f)})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if len(res.Drift) > 0 {
-		fmt.Fprintf(f.IOStreams.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
-			r.Name, strings.Join(res.Drift, ", "), r.Name)
-	}
+	WarnDrift(f.IOStreams, r.Name, res.Drift)
 	_ = m.State.Touch(r.Name)
 	return m, res.Sandbox, res.Lease.Release, nil
 }
 
+// WarnDrift says on stderr that sandbox name runs with an older configuration when keys (the
+// ones that differ) are not empty.
+func WarnDrift(io *iostreams.IOStreams, name string, keys []string) {
+	if len(keys) > 0 {
+		fmt.Fprintf(io.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
+			name, strings.Join(keys, ", "), name)
+	}
+}
+
 // RunningSandbox returns sandbox name (the project's default when "") without creating or
-// starting it, for the commands that look at what runs inside one (ps, logs, kill). They act
-// on processes that exec started, so the exec tool policy governs them too. A paused sandbox
-// still has its processes, so it is resumed (within maxRunning). The sandbox is leased until
-// the caller calls release.
+// starting it (sandbox.Manager.Running), for the commands that look at what runs inside one
+// (ps, logs, kill). They act on processes that exec started, so the exec tool policy governs
+// them too. The sandbox is leased until the caller calls release.
 func RunningSandbox(ctx context.Context, f *Factory, name string) (m *sandbox.Manager, sb *sandbox.Sandbox, release func(), err error) {
 	r, err := ResolveConfig(f, name)
 	if r == nil {
@@ -56,24 +63,9 @@ func RunningSandbox(ctx context.Context, f *Factory, name string) (m *sandbox.Ma
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	lease, err := m.Lease(ctx, r.Name)
+	sb, lease, err := m.Running(ctx, r.Name, r.Config)
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	sb, err = m.Inspect(ctx, r.Name)
-	if err == nil && sb.Status == "paused" {
-		f.IOStreams.Progressf("sandbox %q is paused; resuming it\n", r.Name)
-		if _, err = m.Resume(ctx, r.Name, r.Config); err == nil {
-			sb.Status = "running"
-		}
-	}
-	switch {
-	case err != nil:
-		lease.Release()
-		return nil, nil, nil, err
-	case sb.Status != "running":
-		lease.Release()
-		return m, nil, nil, &NotRunningError{Name: r.Name, Status: sb.Status}
 	}
 	return m, sb, lease.Release, nil
 }
@@ -84,16 +76,6 @@ func HostModeError(r *config.Resolved) error {
 	return errs.Failure(fmt.Errorf("this needs a sandbox, but mode %s (from %s) runs %q's commands on the host", r.Config.Mode, r.Source("mode"), r.Name),
 		"set mode: all, or name a sandbox with -n")
 }
-
-// NotRunningError is a sandbox that exists but does not run, so nothing runs inside it.
-type NotRunningError struct{ Name, Status string }
-
-func (e *NotRunningError) Error() string {
-	return fmt.Sprintf("sandbox %q is not running (%s); its processes ended when it stopped", e.Name, e.Status)
-}
-
-// ExitCode is 1: nothing failed, there is just nothing there.
-func (e *NotRunningError) ExitCode() int { return errs.CodeError }
 
 // CheckName checks the sandbox name a -n flag gave; "" (the project's default) passes.
 func CheckName(name string) error {

@@ -1,34 +1,76 @@
 package cmdutil
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
-// A seccomp profile may lie where a sandbox can write; sbx never reads it without a bound.
-func TestSpecInputBoundsTheSeccompProfile(t *testing.T) {
-	dir := t.TempDir()
-	huge := filepath.Join(dir, "huge.json")
-	if err := os.WriteFile(huge, make([]byte, maxSeccompProfile+1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	zero := filepath.Join(dir, "zero.json")
-	if err := os.Symlink("/dev/zero", zero); err != nil {
-		t.Fatal(err)
-	}
-	ios, _, _, _ := iostreams.Test()
-	f := TestFactory(ios, nil, dir, dir, time.Now(), nil)
-	for p, want := range map[string]string{huge: "larger than 1m", zero: "not a regular file"} {
-		r := &config.Resolved{Name: "x", ProjectRoot: dir, Config: config.Defaults()}
-		r.Config.SeccompProfile = p
-		if _, err := SpecInput(f, r); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: %v, want %q", p, err, want)
+// LiveState reports what the engine says, and whether the sandbox is current by
+// sandbox.Resolver.Drift, with the command that applies the resolved config.
+func TestLiveState(t *testing.T) {
+	project := t.TempDir()
+	write := func(text string) {
+		if err := os.WriteFile(filepath.Join(project, config.ProjectFileName), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
 		}
+	}
+	write("memory: 512m\n")
+	var labels map[string]string // the sandbox's; nil while there is none
+	fake := &sandboxtest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+		if labels == nil {
+			return container.InspectResponse{}, cerrdefs.ErrNotFound
+		}
+		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
+			Config: &container.Config{Labels: labels}}, nil
+	}}
+	ios, _, _, _ := iostreams.Test()
+	f := TestFactory(ios, map[string]string{"XDG_STATE_HOME": t.TempDir()}, t.TempDir(), project, time.Now(), fake)
+	live := func() *config.Resolved {
+		t.Helper()
+		r, err := ResolveConfig(f, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	r := live()
+	if l, err := LiveState(context.Background(), f, r); err != nil || !l.Reachable || l.Exists || l.ApplyCommand != "sbx create -n web" {
+		t.Errorf("no sandbox: %+v %v", l, err)
+	}
+	in, err := Resolver(f).SpecInput(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := sandbox.BuildSpec(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels = spec.Container.Labels
+	if l, err := LiveState(context.Background(), f, r); err != nil || !l.Exists || !l.Running || !l.HashMatches || l.ApplyCommand != "" {
+		t.Errorf("current: %+v %v", l, err)
+	}
+	write("memory: 768m\n")
+	l, err := LiveState(context.Background(), f, live())
+	if err != nil || l.HashMatches || !slices.Equal(l.DifferingKeys, []string{"memory", "memorySwap"}) || l.ApplyCommand != "sbx create -n web --replace" {
+		t.Errorf("changed: %+v %v", l, err)
+	}
+
+	f.Engine = func(context.Context) (sandbox.Engine, error) { return nil, errors.New("no engine here") }
+	if l, err := LiveState(context.Background(), f, r); err != nil || l.Reachable || l.Error != "no engine here" {
+		t.Errorf("unreachable: %+v %v", l, err)
 	}
 }

@@ -289,51 +289,24 @@ func checkHostSide(opts *CpOptions, host archive.Location, into bool, guarded []
 // exist: a typo must not leave a new sandbox behind. The sandbox is leased (see maxRunning)
 // until release is called.
 func ensureSandbox(ctx context.Context, opts *CpOptions, m *sandbox.Manager, r *config.Resolved) (sb *sandbox.Sandbox, release func(), err error) {
-	f := opts.Factory
-	lease, err := m.Lease(ctx, r.Name)
+	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return nil, nil, err
 	}
-	sb, err = m.Inspect(ctx, r.Name)
-	if err == nil && sb.Status == "running" {
-		if state, keys := cmdutil.ConfigState(f, sb); state == "changed" {
-			warnDrift(opts.IO, r.Name, keys)
-		}
-		return sb, lease.Release, nil
-	}
-	lease.Release() // Ensure takes its own
-	named := !r.IsDefaultName
-	switch {
-	case sandbox.IsNotFound(err) && named:
-		return nil, nil, notFound(err, r.Name)
-	case err != nil && !sandbox.IsNotFound(err):
-		return nil, nil, err
-	}
-	in, err := cmdutil.SpecInput(f, r)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, Reresolve: cmdutil.Reresolver(f), MustExist: named})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{RecreateIfIdle: true, KeepRunning: true, MustExist: !r.IsDefaultName})
 	if sandbox.IsNotFound(err) {
 		return nil, nil, notFound(err, r.Name)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(res.Drift) > 0 {
-		warnDrift(opts.IO, r.Name, res.Drift)
-	}
+	cmdutil.WarnDrift(opts.IO, r.Name, res.Drift)
 	return res.Sandbox, res.Lease.Release, nil
 }
 
 // notFound is a copy naming a sandbox that does not exist (exit 1, as sbx rm of one).
 func notFound(err error, name string) error {
 	return errs.New(err, errs.CodeError, fmt.Sprintf("create it first with \"sbx create -n %s\", or copy with the project's sandbox (:PATH); \"sbx ls\" lists sandboxes", name))
-}
-
-func warnDrift(io *iostreams.IOStreams, name string, keys []string) {
-	fmt.Fprintf(io.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
-		name, strings.Join(keys, ", "), name)
 }
 
 func report(opts *CpOptions, name string, into bool, box archive.Location, hostPath string, res *sandbox.CopyResult) error {

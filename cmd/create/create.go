@@ -79,7 +79,7 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	in, err := cmdutil.SpecInput(f, r)
+	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil && !sandbox.IsNotFound(err) {
 		return err
 	}
-	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{Replace: opts.Replace, Reresolve: cmdutil.Reresolver(f)})
+	res, err := m.Ensure(ctx, in, sandbox.EnsureOptions{Replace: opts.Replace})
 	if err != nil {
 		return err
 	}

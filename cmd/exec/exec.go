@@ -9,8 +9,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
-	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -137,7 +135,7 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 	}
 
 	eo := sandbox.ExecOptions{
-		Cmd: opts.Command, Env: env, WorkDir: WorkDir(opts.WorkDir, r), User: opts.User,
+		Cmd: opts.Command, Env: env, WorkDir: cmdutil.WorkDir(opts.WorkDir, r), User: opts.User,
 		TTY: opts.TTY, Interactive: opts.Interactive, Timeout: timeout,
 		Stdin: opts.IO.In, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
 	}
@@ -153,7 +151,7 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 	if err != nil {
 		return err
 	}
-	return ExitFor(result, timeout, r)
+	return cmdutil.ExitFor(result, timeout, r)
 }
 
 // detachRun starts the command as a background process and prints its ID.
@@ -162,7 +160,7 @@ func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *s
 	if opts.TimeoutSet {
 		timeout = opts.Timeout
 	}
-	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: opts.Command, Env: env, WorkDir: WorkDir(opts.WorkDir, r), User: opts.User, Timeout: timeout})
+	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: opts.Command, Env: env, WorkDir: cmdutil.WorkDir(opts.WorkDir, r), User: opts.User, Timeout: timeout})
 	if err != nil {
 		return err
 	}
@@ -173,48 +171,6 @@ func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *s
 	}
 	opts.IO.Progressf("started process %s in sandbox %q; its output: sbx logs%s %s\n", id, r.Name, name, id)
 	return nil
-}
-
-// ExitFor maps how a command ended to sbx's exit codes.
-func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved) error {
-	switch {
-	case res.Canceled && res.LeftRunning:
-		return errs.New(errors.New("interrupted; sbx could not end the command, which may still run in the sandbox"), errs.CodeInterrupted,
-			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
-	case res.Canceled:
-		return errs.New(errors.New("interrupted; the command and its processes were terminated"), errs.CodeInterrupted, "")
-	case res.TimedOut && res.LeftRunning:
-		return errs.New(fmt.Errorf("timed out after %s; sbx could not end the command, which may still run in the sandbox", timeout), errs.CodeTimeout,
-			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
-	case res.TimedOut:
-		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout,
-			fmt.Sprintf("give it longer with --timeout, or set the timeout key (now %s, from %s)", config.FormatDuration(r.Config.Timeout), r.Source("timeout")))
-	case res.OOMKilled:
-		return errs.New(fmt.Errorf("killed: out of memory, limit %s", config.FormatSize(r.Config.Memory)), 137,
-			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
-	case res.ExitCode != 0:
-		return &errs.ExitError{Code: res.ExitCode}
-	}
-	return nil
-}
-
-// WorkDir is dir (-w), else the caller's directory mapped under /workspace when it lies
-// inside the project and the project is mounted, else /workspace.
-func WorkDir(dir string, r *config.Resolved) string {
-	if dir != "" {
-		if path.IsAbs(dir) {
-			return dir
-		}
-		return path.Join(sandbox.WorkspacePath, dir)
-	}
-	if r.Config.Workspace == "none" {
-		return sandbox.WorkspacePath
-	}
-	rel, err := filepath.Rel(r.ProjectRoot, r.WorkingDir)
-	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return sandbox.WorkspacePath
-	}
-	return path.Join(sandbox.WorkspacePath, filepath.ToSlash(rel))
 }
 
 // execEnv gathers the per-exec variables: passEnv names from the host, then --env-file, then -e.

@@ -101,13 +101,12 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	}
 	// Each entry resolves its sandbox's config from files: spread them over the CPUs.
 	entries := make([]Entry, len(matching))
-	states := cmdutil.NewConfigStates(f)
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range min(runtime.GOMAXPROCS(0), len(matching)) {
 		wg.Go(func() {
 			for i := range next {
-				entries[i] = entryFor(m, states, matching[i])
+				entries[i] = entryFor(m, matching[i])
 			}
 		})
 	}
@@ -179,7 +178,7 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	return nil
 }
 
-func entryFor(m *sandbox.Manager, states *cmdutil.ConfigStates, sb *sandbox.Sandbox) Entry {
+func entryFor(m *sandbox.Manager, sb *sandbox.Sandbox) Entry {
 	e := Entry{
 		Name: sb.Name, ID: sb.ID, Container: sandbox.ContainerName(sb.Name), Status: sb.Status,
 		Profile: sb.Labels[sandbox.LabelProfile], Image: sb.Image, Project: sb.Labels[sandbox.LabelProject],
@@ -196,6 +195,13 @@ func entryFor(m *sandbox.Manager, states *cmdutil.ConfigStates, sb *sandbox.Sand
 		t = t.UTC()
 		e.LastUsedAt = &t
 	}
-	e.Config, e.Changed = states.Of(sb)
+	switch d, err := m.Resolver.Drift(sb, nil); {
+	case err != nil:
+		e.Config = "unknown"
+	case d.Current:
+		e.Config = "ok"
+	default:
+		e.Config, e.Changed = "changed", d.Keys
+	}
 	return e
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
-	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -71,7 +70,7 @@ func mcpRun(ctx context.Context, opts *MCPOptions) error {
 			return cmdutil.EnsureSandbox(ctx, f, r)
 		},
 		Env:     cmdutil.PassEnv(f, r),
-		WorkDir: exec.WorkDir("", r),
+		WorkDir: cmdutil.WorkDir("", r),
 		Version: buildinfo.Get().Version,
 		Now:     f.Now,
 	})

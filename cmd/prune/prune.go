@@ -151,11 +151,11 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		if opts.All || (opts.IdleSet && opts.MaxAgeSet) {
 			return rule
 		}
-		cfg, err := cmdutil.SandboxConfig(f, sb)
+		in, err := m.Resolver.Resolve(sb)
 		if err != nil {
 			return rule
 		}
-		return withConfig(flagRule, opts, cfg)
+		return withConfig(flagRule, opts, in.Config)
 	}
 	cands, notOurs := sandbox.SelectExpired(matching, m.State.LastUsed, f.Now(), ruleFor)
 	orphans, err := m.FindOrphans(ctx, all, filter)

@@ -76,7 +76,7 @@ func psRun(ctx context.Context, opts *PsOptions) error {
 	if release != nil {
 		defer release()
 	}
-	var notRunning *cmdutil.NotRunningError
+	var notRunning *sandbox.NotRunningError
 	var list []sandbox.Proc
 	switch {
 	case sandbox.IsNotFound(err) || errors.As(err, &notRunning):

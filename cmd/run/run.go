@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
-	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -138,7 +137,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	defer release()
-	ro := sandbox.RunOptions{Lang: opts.Lang, Code: code, Env: cmdutil.PassEnv(f, r), WorkDir: exec.WorkDir("", r), Timeout: timeout,
+	ro := sandbox.RunOptions{Lang: opts.Lang, Code: code, Env: cmdutil.PassEnv(f, r), WorkDir: cmdutil.WorkDir("", r), Timeout: timeout,
 		MaxOutput: opts.MaxOutput, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut}
 	var stdout, stderr bytes.Buffer
 	if opts.JSON {
@@ -154,7 +153,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			TimedOut: res.TimedOut, Truncated: res.Truncated(), DurationMs: res.Duration.Milliseconds()}); err != nil {
 			return err
 		}
-		if code := errs.ExitCode(exec.ExitFor(&res.ExecResult, timeout, r)); code != 0 {
+		if code := errs.ExitCode(cmdutil.ExitFor(&res.ExecResult, timeout, r)); code != 0 {
 			return &errs.ExitError{Code: code}
 		}
 		return nil
@@ -163,7 +162,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "warning: output truncated at %d bytes per stream (stdout %d bytes, stderr %d bytes in all)\nhint: raise --max-output to see more\n",
 			opts.MaxOutput, res.StdoutBytes, res.StderrBytes)
 	}
-	return exec.ExitFor(&res.ExecResult, timeout, r)
+	return cmdutil.ExitFor(&res.ExecResult, timeout, r)
 }
 
 func readCode(opts *RunOptions) ([]byte, error) {

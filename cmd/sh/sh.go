@@ -4,15 +4,12 @@ package sh
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
-	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
-	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -128,7 +125,7 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 	defer release()
 	res, err := m.Shell(ctx, sb, sandbox.ShellOptions{
 		Session: opts.Session, Script: []byte(opts.Script), NoScript: !opts.ScriptSet, Reset: opts.Reset,
-		Timeout: timeout, LockWait: opts.Wait, Env: cmdutil.PassEnv(f, r), WorkDir: exec.WorkDir("", r),
+		Timeout: timeout, LockWait: opts.Wait, Env: cmdutil.PassEnv(f, r), WorkDir: cmdutil.WorkDir("", r),
 		Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
 	})
 	_ = m.State.Touch(r.Name)
@@ -136,7 +133,7 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 		return err
 	}
 	Announce(opts.IO, opts.Session, res)
-	return ExitFor(res, timeout, r)
+	return cmdutil.ShellExitFor(res, timeout, r)
 }
 
 // Announce says on stderr when a call started a new shell, or when the shell ended. The
@@ -147,24 +144,10 @@ func Announce(io *iostreams.IOStreams, session string, res *sandbox.ShellResult)
 	}
 }
 
-// ExitFor maps how a call ended to sbx's exit codes.
-func ExitFor(res *sandbox.ShellResult, timeout time.Duration, r *config.Resolved) error {
-	switch {
-	case res.Canceled:
-		return errs.New(errors.New("interrupted; the script was interrupted and the session keeps its state"), errs.CodeInterrupted, "")
-	case res.TimedOut:
-		return errs.New(fmt.Errorf("timed out after %s; the script was interrupted and what it started was ended, the session keeps its state", timeout), errs.CodeTimeout,
-			fmt.Sprintf("give it longer with --timeout, or set the timeout key (now %s, from %s)", config.FormatDuration(r.Config.Timeout), r.Source("timeout")))
-	case res.ExitCode != 0:
-		return &errs.ExitError{Code: res.ExitCode}
-	}
-	return nil
-}
-
 func listRun(ctx context.Context, opts *ShOptions) error {
 	f := opts.Factory
 	m, sb, release, err := cmdutil.RunningSandbox(ctx, f, opts.Name)
-	var notRunning *cmdutil.NotRunningError
+	var notRunning *sandbox.NotRunningError
 	var list []sandbox.ShellSession
 	switch {
 	case sandbox.IsNotFound(err) || errors.As(err, &notRunning):

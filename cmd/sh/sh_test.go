@@ -9,8 +9,6 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
-	"github.com/sbx-sandbox/sbx/pkg/config"
-	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -57,26 +55,6 @@ func TestNewCmdShFlags(t *testing.T) {
 		}
 		if err != nil || !tt.check(got) {
 			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
-}
-
-func TestExitFor(t *testing.T) {
-	r := &config.Resolved{Config: config.Defaults(), Sources: map[string]config.Source{}}
-	for _, tt := range []struct {
-		res  sandbox.ShellResult
-		code int
-		msg  string
-	}{
-		{sandbox.ShellResult{}, 0, ""},
-		{sandbox.ShellResult{ExitCode: 3}, 3, ""},
-		{sandbox.ShellResult{ExitCode: 3, ShellExited: true}, 3, ""},
-		{sandbox.ShellResult{ExitCode: 130, TimedOut: true}, errs.CodeTimeout, "timed out after 2s"},
-		{sandbox.ShellResult{Canceled: true, ExitCode: 130}, errs.CodeInterrupted, "interrupted"},
-	} {
-		err := ExitFor(&tt.res, 2*time.Second, r)
-		if errs.ExitCode(err) != tt.code || (tt.msg != "" && !strings.Contains(err.Error(), tt.msg)) {
-			t.Errorf("%+v: %v (exit %d)", tt.res, err, errs.ExitCode(err))
 		}
 	}
 }

@@ -409,9 +409,21 @@ func TestConcurrentEnsureMakesOneContainer(t *testing.T) {
 
 func TestConfigDrift(t *testing.T) {
 	e := newEnv(t, nil)
-	first := e.ensure()
-	e.in.Config.Memory, e.in.Config.MemorySwap = 512<<20, 512<<20
-	_, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+	// The sandbox is made from its project as a command resolves it, then the project changes.
+	e.m.Resolver = testResolver(t, e.dir)
+	e.m.Resolver.ExtraLabels = e.in.ExtraLabels
+	e.in = e.resolve()
+	first, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{Replace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, config.ProjectFileName), []byte("memory: 512m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Resolver = testResolver(t, e.dir)
+	e.m.Resolver.ExtraLabels = e.in.ExtraLabels
+	e.in = e.resolve()
+	_, err = e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
 	var drift *sandbox.DriftError
 	if !errors.As(err, &drift) || strings.Join(drift.Keys, ",") != "memory,memorySwap" {
 		t.Fatalf("want a drift error naming memory: %v", err)
@@ -428,6 +440,22 @@ func TestConfigDrift(t *testing.T) {
 	if err != nil || info.HostConfig.Memory != 512<<20 {
 		t.Fatalf("memory not applied: %v", err)
 	}
+}
+
+// resolve is the input a command run in e's project resolves for its sandbox.
+func (e *env) resolve() sandbox.SpecInput {
+	e.t.Helper()
+	inputs := e.m.Resolver.Inputs
+	inputs.Name = e.in.Name
+	r, err := config.Resolve(inputs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	in, err := e.m.Resolver.SpecInput(r)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return in
 }
 
 func TestNoneWorkspaceIsPrivateAndWritable(t *testing.T) {

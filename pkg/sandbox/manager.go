@@ -47,6 +47,9 @@ type Manager struct {
 	// Debug, when set (--debug), receives a line for each decision a user may want to see
 	// explained, such as a command going through the engine's exec instead of the agent.
 	Debug io.Writer
+	// Resolver resolves an existing sandbox's config again, to tell whether it is current
+	// (Drift). Ensure needs it when a sandbox exists with another config hash than the input.
+	Resolver *Resolver
 }
 
 // Sandbox is an existing sandbox as the engine reports it.
@@ -97,20 +100,19 @@ func (s *Sandbox) hasOwnNetwork() bool {
 	return shape.Own
 }
 
-// hasCreateInputs reports whether the sandbox was made with more than its config files say.
-func (s *Sandbox) hasCreateInputs() bool {
-	return s.Labels[LabelCreateSettings] != "" || len(s.PublishedPorts()) > 0
-}
-
 // EnsureOptions says what to do when the sandbox exists with another configuration.
 type EnsureOptions struct {
-	Replace bool // remove and recreate it
-	// Reresolve resolves an existing sandbox again with the flag settings and ports it was
-	// created with, so that running it without them is not mistaken for a change.
-	Reresolve func(*Sandbox) (SpecInput, error)
-	// RecreateIfIdle recreates it when idle for IdleRecreate or longer; otherwise it is used
-	// as it is and Ensure reports the drift.
+	// Replace removes and recreates it from the input whenever its config hash differs,
+	// without asking Drift: the input is what the user wants now (sbx create --replace).
+	Replace bool
+	// RecreateIfIdle recreates a sandbox that is not current (Drift) when idle for
+	// IdleRecreate or longer; otherwise it is used as it is and Ensure reports the drift. One
+	// whose config cannot be resolved again is used as it is: there is nothing to recreate
+	// it from.
 	RecreateIfIdle bool
+	// KeepRunning, with RecreateIfIdle, uses a running sandbox as it is however long it has
+	// been idle (sbx cp: recreating it would lose the tmpfs files a copy out may be after).
+	KeepRunning bool
 	// MustExist makes a missing sandbox a *NotFoundError instead of creating it.
 	MustExist bool
 }
@@ -119,8 +121,8 @@ type EnsureOptions struct {
 type EnsureResult struct {
 	Sandbox *Sandbox
 	Created bool
-	// Drift lists the keys that differ from the resolved config when the existing sandbox was
-	// kept anyway (RecreateIfIdle on a busy sandbox).
+	// Drift lists the keys that differ (Drift.Keys) when the existing sandbox was kept
+	// anyway (RecreateIfIdle on a busy sandbox).
 	Drift []string
 	// Lease keeps maxRunning from evicting the sandbox until the caller releases it (nil
 	// without a state store).
@@ -171,7 +173,7 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 }
 
 func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) (*EnsureResult, error) {
-	shape, hash, err := in.Shape()
+	_, hash, err := in.Shape()
 	if err != nil {
 		return nil, err
 	}
@@ -214,35 +216,28 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			return nil, err
 		}
 		res := &EnsureResult{Sandbox: sb}
-		if sb.Hash() != hash && !opts.Replace && opts.Reresolve != nil && sb.hasCreateInputs() {
-			// Measure (and apply) a change against the sandbox's own creation settings.
-			if again, err := opts.Reresolve(sb); err == nil {
-				if againShape, againHash, err := again.Shape(); err == nil {
-					in, shape, hash = again, againShape, againHash
-				}
+		recreate := opts.Replace && sb.Hash() != hash
+		if !opts.Replace {
+			d, err := m.Resolver.Drift(sb, &in)
+			switch {
+			case err != nil && !opts.RecreateIfIdle:
+				return nil, errs.Failure(fmt.Errorf("checking whether sandbox %q is current: %w", in.Name, err),
+					fmt.Sprintf("recreate it from this project with: sbx create -n %s --replace", in.Name))
+			case err != nil || d.Current:
+			case m.recreateIdle(sb, d.Keys, opts):
+				in, recreate = d.Want, true
+			case opts.RecreateIfIdle:
+				res.Drift = d.Keys
+			default:
+				return nil, &DriftError{Name: in.Name, Keys: d.Keys}
 			}
 		}
-		if sb.Hash() != hash {
-			keys := ShapeDiff(sb.Labels[LabelConfig], shape)
-			idle := m.idleFor(sb)
-			// A sandbox that publishes ports was made by a command (sbx browser) that hands out
-			// one-off secrets; recreating it behind the user's back would break them.
-			recreateIdle := opts.RecreateIfIdle && idle >= IdleRecreate && len(sb.PublishedPorts()) == 0
-			switch {
-			case opts.Replace || recreateIdle:
-				if !opts.Replace {
-					m.announce("sandbox %q: configuration changed (%s) and it was idle for %s; recreating it\n", in.Name, strings.Join(keys, ", "), idle.Round(time.Second))
-				}
-				if err := m.removeContainer(ctx, sb, false); err != nil {
-					return nil, err
-				}
-				recreating = true
-				continue
-			case opts.RecreateIfIdle:
-				res.Drift = keys
-			default:
-				return nil, &DriftError{Name: in.Name, Keys: keys}
+		if recreate {
+			if err := m.removeContainer(ctx, sb, false); err != nil {
+				return nil, err
 			}
+			recreating = true
+			continue
 		}
 		if sb.Status != "running" { // paused, or created (left by a killed sbx), exited, dead
 			if sb.Status == "paused" {
@@ -256,6 +251,59 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		return res, nil
 	}
 	return nil, errs.Failure(fmt.Errorf("sandbox %q (container %s) kept changing while sbx tried to ensure it", in.Name, name), "another process is creating and removing it; try again")
+}
+
+// Running returns sandbox name when it runs, for the commands that look at what runs inside
+// one (ps, logs, kill): it never creates or starts one, but resumes a paused one (within
+// maxRunning, by cfg), whose processes are still there. One that exists but does not run is
+// a *NotRunningError. The sandbox is leased until the caller releases the lease.
+func (m *Manager) Running(ctx context.Context, name string, cfg config.Config) (*Sandbox, *Lease, error) {
+	lease, err := m.Lease(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := m.Inspect(ctx, name)
+	if err == nil && sb.Status == "paused" {
+		m.announce("sandbox %q is paused; resuming it\n", name)
+		if _, err = m.Resume(ctx, name, cfg); err == nil {
+			sb.Status = "running"
+		}
+	}
+	switch {
+	case err != nil:
+		lease.Release()
+		return nil, nil, err
+	case sb.Status != "running":
+		lease.Release()
+		return nil, nil, &NotRunningError{Name: name, Status: sb.Status}
+	}
+	return sb, lease, nil
+}
+
+// NotRunningError is a sandbox that exists but does not run, so nothing runs inside it.
+type NotRunningError struct{ Name, Status string }
+
+func (e *NotRunningError) Error() string {
+	return fmt.Sprintf("sandbox %q is not running (%s); its processes ended when it stopped", e.Name, e.Status)
+}
+
+// ExitCode is 1: nothing failed, there is just nothing there.
+func (e *NotRunningError) ExitCode() int { return errs.CodeError }
+
+// recreateIdle decides whether Ensure recreates sb, which is not current, on its own, and
+// says so when it does.
+func (m *Manager) recreateIdle(sb *Sandbox, keys []string, opts EnsureOptions) bool {
+	// A sandbox that publishes ports was made by a command (sbx browser) that hands out
+	// one-off secrets; recreating it behind the user's back would break them.
+	if !opts.RecreateIfIdle || len(sb.PublishedPorts()) > 0 || (opts.KeepRunning && sb.Status == "running") {
+		return false
+	}
+	idle := m.idleFor(sb)
+	if idle < IdleRecreate {
+		return false
+	}
+	m.announce("sandbox %q: configuration changed (%s) and it was idle for %s; recreating it\n", sb.Name, strings.Join(keys, ", "), idle.Round(time.Second))
+	return true
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

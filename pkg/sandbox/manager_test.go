@@ -147,22 +147,6 @@ func TestEnsureCreatesWithVolumeAndTmpfsForImageVolumes(t *testing.T) {
 	}
 }
 
-func TestEnsureDrift(t *testing.T) {
-	old := specInput()
-	fake := &sandboxtest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
-			return inspectOf(t, old, container.StateRunning), nil
-		},
-	}
-	in := specInput()
-	in.Config.PidsLimit = 512
-	_, err := fakeManager(t, fake).Ensure(context.Background(), in, sandbox.EnsureOptions{})
-	var drift *sandbox.DriftError
-	if !errors.As(err, &drift) || strings.Join(drift.Keys, ",") != "pidsLimit" || !strings.Contains(errs.Hint(err), "--replace") {
-		t.Fatalf("got %v", err)
-	}
-}
-
 // MustExist (sbx cp NAME:PATH) never creates a missing sandbox, but still recreates one it
 // found idle with a changed configuration, as exec would.
 func TestEnsureMustExist(t *testing.T) {
@@ -178,27 +162,15 @@ func TestEnsureMustExist(t *testing.T) {
 		}
 	})
 	t.Run("idle with a changed configuration", func(t *testing.T) {
-		old, in := specInput(), specInput()
-		in.Config.PidsLimit = 512
-		removed, created := false, false
-		fake := &sandboxtest.FakeEngine{
-			ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
-				if removed {
-					return container.InspectResponse{}, errNotFound
-				}
-				return inspectOf(t, old, container.StateExited), nil
-			},
-			ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { removed = true; return nil },
-			ImageInspectFn:    func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
-			ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
-				created = true
-				return container.CreateResponse{ID: "new"}, nil
-			},
-			ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
-		}
-		res, err := fakeManager(t, fake).Ensure(context.Background(), in, sandbox.EnsureOptions{MustExist: true, RecreateIfIdle: true})
-		if err != nil || !removed || !created || res.Sandbox.ID != "new" {
-			t.Fatalf("err %v, removed %v, created %v", err, removed, created)
+		p := newProject(t, "")
+		sb := sandboxOf(t, p.resolve("web"))
+		p.write("pidsLimit: 128\n")
+		fake, created := driftEngine(t, sb, container.StateExited)
+		m := fakeManager(t, fake)
+		m.Resolver = p.rv
+		res, err := m.Ensure(context.Background(), p.resolve("web"), sandbox.EnsureOptions{MustExist: true, RecreateIfIdle: true})
+		if err != nil || !res.Created || res.Sandbox.ID != "new" || created.Labels[sandbox.LabelName] != "web" {
+			t.Fatalf("%+v %v, want it recreated", res, err)
 		}
 	})
 }
@@ -606,5 +578,144 @@ func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
 				t.Errorf("debug output %q, want one line saying %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// driftEngine serves sb as the existing sandbox until it is removed, then records what is
+// created in its place.
+func driftEngine(t *testing.T, sb *sandbox.Sandbox, status container.ContainerState) (*sandboxtest.FakeEngine, *container.Config) {
+	created := &container.Config{}
+	removed := false
+	return &sandboxtest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			if removed {
+				return container.InspectResponse{}, errNotFound
+			}
+			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: sb.ID, State: &container.State{Status: status}},
+				Config: &container.Config{Labels: sb.Labels}}, nil
+		},
+		ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { removed = true; return nil },
+		ImageInspectFn:    func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ContainerCreateFn: func(_ context.Context, c *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+			*created = *c
+			return container.CreateResponse{ID: "new"}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+	}, created
+}
+
+// exec (Ensure keeping a busy sandbox), create (Ensure refusing), ls (Drift alone) and
+// explain (Drift with its own resolution) name the same keys for one drifted sandbox.
+func TestDriftSameKeysForEveryCommand(t *testing.T) {
+	p := newProject(t, "memory: 512m\n")
+	sb := sandboxOf(t, p.resolve("web", flag("cpus", "1")))
+	p.write("memory: 768m\nenv:\n  CHANGED: \"1\"\n")
+	asked := p.resolve("web")
+	want := []string{"env", "memory", "memorySwap"}
+
+	ls, err := p.rv.Drift(sb, nil)
+	if err != nil || !slices.Equal(ls.Keys, want) {
+		t.Errorf("ls: %+v %v", ls, err)
+	}
+	explain, err := p.rv.Drift(sb, &asked)
+	if err != nil || !slices.Equal(explain.Keys, want) {
+		t.Errorf("explain: %+v %v", explain, err)
+	}
+	fake, _ := driftEngine(t, sb, container.StateRunning)
+	m := fakeManager(t, fake)
+	m.Resolver = p.rv
+	if err := m.State.Touch("web"); err != nil { // busy: used just now
+		t.Fatal(err)
+	}
+	res, err := m.Ensure(context.Background(), asked, sandbox.EnsureOptions{RecreateIfIdle: true})
+	if err != nil || res.Created || !slices.Equal(res.Drift, want) {
+		t.Errorf("exec: %+v %v", res, err)
+	}
+	_, err = m.Ensure(context.Background(), asked, sandbox.EnsureOptions{})
+	var drift *sandbox.DriftError
+	if !errors.As(err, &drift) || !slices.Equal(drift.Keys, want) || !strings.Contains(errs.Hint(err), "--replace") {
+		t.Errorf("create: %v", err)
+	}
+}
+
+// An idle sandbox that is not current is recreated from its own project and create flags,
+// unless it runs and the caller keeps running ones (sbx cp).
+func TestEnsureRecreatesAnIdleDriftedSandbox(t *testing.T) {
+	p := newProject(t, "")
+	sb := sandboxOf(t, p.resolve("web", flag("cpus", "1")))
+	p.write("pidsLimit: 128\n")
+	asked := p.resolve("web")
+
+	fake, _ := driftEngine(t, sb, container.StateRunning)
+	m := fakeManager(t, fake)
+	m.Resolver = p.rv
+	res, err := m.Ensure(context.Background(), asked, sandbox.EnsureOptions{RecreateIfIdle: true, KeepRunning: true})
+	if err != nil || res.Created || !slices.Equal(res.Drift, []string{"pidsLimit"}) {
+		t.Errorf("a running sandbox with KeepRunning: %+v %v, want it kept with the drift", res, err)
+	}
+
+	fake, created := driftEngine(t, sb, container.StateExited)
+	m = fakeManager(t, fake)
+	m.Resolver = p.rv
+	res, err = m.Ensure(context.Background(), asked, sandbox.EnsureOptions{RecreateIfIdle: true, KeepRunning: true})
+	if err != nil || !res.Created || len(res.Drift) != 0 {
+		t.Fatalf("%+v %v, want it recreated", res, err)
+	}
+	if !strings.Contains(created.Labels[sandbox.LabelCreateSettings], `"cpus"`) {
+		t.Errorf("recreated without its create flags: %q", created.Labels[sandbox.LabelCreateSettings])
+	}
+}
+
+// A sandbox whose config cannot be resolved again is used as it is by exec, and refused by
+// create, which cannot tell whether it would be ready.
+func TestEnsureWhenDriftIsUnknown(t *testing.T) {
+	p := newProject(t, "")
+	sb := sandboxOf(t, p.resolve("web"))
+	p.write("memory: 768m\n")
+	asked := p.resolve("web")
+	if err := os.RemoveAll(p.dir); err != nil {
+		t.Fatal(err)
+	}
+	fake, _ := driftEngine(t, sb, container.StateRunning)
+	m := fakeManager(t, fake)
+	m.Resolver = p.rv
+	res, err := m.Ensure(context.Background(), asked, sandbox.EnsureOptions{RecreateIfIdle: true})
+	if err != nil || res.Created || len(res.Drift) != 0 {
+		t.Errorf("exec: %+v %v, want it used as it is", res, err)
+	}
+	_, err = m.Ensure(context.Background(), asked, sandbox.EnsureOptions{})
+	if err == nil || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(err.Error(), "is current") {
+		t.Errorf("create: %v (exit %d), want exit 125", err, errs.ExitCode(err))
+	}
+}
+
+func TestRunning(t *testing.T) {
+	for status, want := range map[container.ContainerState]string{
+		container.StateRunning: "running", container.StatePaused: "running", container.StateExited: "not running (exited)",
+	} {
+		t.Run(string(status), func(t *testing.T) {
+			current := status
+			fake := &sandboxtest.FakeEngine{
+				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+					return inspectOf(t, specInput(), current), nil
+				},
+				ContainerUnpauseFn: func(context.Context, string) error { current = container.StateRunning; return nil },
+			}
+			sb, lease, err := fakeManager(t, fake).Running(context.Background(), specInput().Name, specInput().Config)
+			defer lease.Release()
+			var nr *sandbox.NotRunningError
+			switch {
+			case want == "running" && (err != nil || sb.Status != "running"):
+				t.Errorf("%+v %v, want it running", sb, err)
+			case want != "running" && (!errors.As(err, &nr) || !strings.Contains(err.Error(), want) || errs.ExitCode(err) != errs.CodeError):
+				t.Errorf("%v, want %q with exit 1", err, want)
+			}
+		})
+	}
+	fake := &sandboxtest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+		return container.InspectResponse{}, errNotFound
+	}}
+	if _, _, err := fakeManager(t, fake).Running(context.Background(), "gone", config.Defaults()); !sandbox.IsNotFound(err) {
+		t.Errorf("missing: %v", err)
 	}
 }

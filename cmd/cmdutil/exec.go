@@ -1,0 +1,73 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// ExitFor maps how a command ended to sbx's exit codes.
+func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved) error {
+	switch {
+	case res.Canceled && res.LeftRunning:
+		return errs.New(errors.New("interrupted; sbx could not end the command, which may still run in the sandbox"), errs.CodeInterrupted,
+			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
+	case res.Canceled:
+		return errs.New(errors.New("interrupted; the command and its processes were terminated"), errs.CodeInterrupted, "")
+	case res.TimedOut && res.LeftRunning:
+		return errs.New(fmt.Errorf("timed out after %s; sbx could not end the command, which may still run in the sandbox", timeout), errs.CodeTimeout,
+			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
+	case res.TimedOut:
+		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout, timeoutHint(r))
+	case res.OOMKilled:
+		return errs.New(fmt.Errorf("killed: out of memory, limit %s", config.FormatSize(r.Config.Memory)), 137,
+			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
+	case res.ExitCode != 0:
+		return &errs.ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// ShellExitFor maps how an sbx sh call ended to sbx's exit codes.
+func ShellExitFor(res *sandbox.ShellResult, timeout time.Duration, r *config.Resolved) error {
+	switch {
+	case res.Canceled:
+		return errs.New(errors.New("interrupted; the script was interrupted and the session keeps its state"), errs.CodeInterrupted, "")
+	case res.TimedOut:
+		return errs.New(fmt.Errorf("timed out after %s; the script was interrupted and what it started was ended, the session keeps its state", timeout), errs.CodeTimeout, timeoutHint(r))
+	case res.ExitCode != 0:
+		return &errs.ExitError{Code: res.ExitCode}
+	}
+	return nil
+}
+
+// timeoutHint tells how to give a command that timed out longer.
+func timeoutHint(r *config.Resolved) string {
+	return fmt.Sprintf("give it longer with --timeout, or set the timeout key (now %s, from %s)", config.FormatDuration(r.Config.Timeout), r.Source("timeout"))
+}
+
+// WorkDir is dir (-w), else the caller's directory mapped under /workspace when it lies
+// inside the project and the project is mounted, else /workspace.
+func WorkDir(dir string, r *config.Resolved) string {
+	if dir != "" {
+		if path.IsAbs(dir) {
+			return dir
+		}
+		return path.Join(sandbox.WorkspacePath, dir)
+	}
+	if r.Config.Workspace == "none" {
+		return sandbox.WorkspacePath
+	}
+	rel, err := filepath.Rel(r.ProjectRoot, r.WorkingDir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return sandbox.WorkspacePath
+	}
+	return path.Join(sandbox.WorkspacePath, filepath.ToSlash(rel))
+}

@@ -1,0 +1,76 @@
+package cmdutil
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+func TestWorkDir(t *testing.T) {
+	r := &config.Resolved{ProjectRoot: "/src/app", Config: config.Config{Workspace: "ro"}}
+	for _, tt := range []struct {
+		wd, flag, mode, want string
+	}{
+		{"/src/app", "", "ro", "/workspace"},
+		{"/src/app/pkg/x", "", "ro", "/workspace/pkg/x"},
+		{"/elsewhere", "", "rw", "/workspace"},
+		{"/src/app/pkg", "", "none", "/workspace"},
+		{"/src/app/pkg", "/tmp", "ro", "/tmp"},
+		{"/src/app/pkg", "sub", "ro", "/workspace/sub"},
+	} {
+		r.WorkingDir, r.Config.Workspace = tt.wd, tt.mode
+		if got := WorkDir(tt.flag, r); got != tt.want {
+			t.Errorf("cwd %s -w %q mode %s: %s, want %s", tt.wd, tt.flag, tt.mode, got, tt.want)
+		}
+	}
+}
+
+func TestExitFor(t *testing.T) {
+	r := &config.Resolved{Config: config.Config{Memory: 64 << 20, Timeout: time.Minute}, Sources: map[string]config.Source{}}
+	for _, tt := range []struct {
+		res      sandbox.ExecResult
+		wantCode int
+		wantMsg  string
+	}{
+		{sandbox.ExecResult{ExitCode: 0}, 0, ""},
+		{sandbox.ExecResult{ExitCode: 3}, 3, ""},
+		{sandbox.ExecResult{ExitCode: 127}, 127, ""},
+		{sandbox.ExecResult{ExitCode: 143, TimedOut: true}, 124, "timed out after 2s"},
+		{sandbox.ExecResult{ExitCode: 137, OOMKilled: true}, 137, "killed: out of memory, limit 64m"},
+		{sandbox.ExecResult{ExitCode: 143, Canceled: true}, 130, "interrupted"},
+		{sandbox.ExecResult{ExitCode: 137, TimedOut: true, LeftRunning: true}, 124, "timed out after 2s; sbx could not end the command"},
+		{sandbox.ExecResult{ExitCode: 137, Canceled: true, LeftRunning: true}, 130, "interrupted; sbx could not end the command"},
+	} {
+		err := ExitFor(&tt.res, 2*time.Second, r)
+		if code := errs.ExitCode(err); code != tt.wantCode {
+			t.Errorf("%+v: exit %d, want %d", tt.res, code, tt.wantCode)
+		}
+		if tt.wantMsg != "" && (err == nil || !strings.Contains(err.Error(), tt.wantMsg)) {
+			t.Errorf("%+v: message %v, want %q", tt.res, err, tt.wantMsg)
+		}
+	}
+}
+
+func TestShellExitFor(t *testing.T) {
+	r := &config.Resolved{Config: config.Defaults(), Sources: map[string]config.Source{}}
+	for _, tt := range []struct {
+		res  sandbox.ShellResult
+		code int
+		msg  string
+	}{
+		{sandbox.ShellResult{}, 0, ""},
+		{sandbox.ShellResult{ExitCode: 3}, 3, ""},
+		{sandbox.ShellResult{ExitCode: 3, ShellExited: true}, 3, ""},
+		{sandbox.ShellResult{ExitCode: 130, TimedOut: true}, errs.CodeTimeout, "timed out after 2s"},
+		{sandbox.ShellResult{Canceled: true, ExitCode: 130}, errs.CodeInterrupted, "interrupted"},
+	} {
+		err := ShellExitFor(&tt.res, 2*time.Second, r)
+		if errs.ExitCode(err) != tt.code || (tt.msg != "" && !strings.Contains(err.Error(), tt.msg)) {
+			t.Errorf("%+v: %v (exit %d)", tt.res, err, errs.ExitCode(err))
+		}
+	}
+}
