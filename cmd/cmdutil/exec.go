@@ -25,7 +25,7 @@ func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved)
 		return errs.New(fmt.Errorf("timed out after %s; sbx could not end the command, which may still run in the sandbox", timeout), errs.CodeTimeout,
 			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
 	case res.TimedOut:
-		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout, timeoutHint(r))
+		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout, timeoutHint(r, timeout))
 	case res.OOMKilled:
 		return errs.New(fmt.Errorf("killed: out of memory, limit %s", config.FormatSize(r.Config.Memory)), 137,
 			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
@@ -41,15 +41,19 @@ func ShellExitFor(res *sandbox.ShellResult, timeout time.Duration, r *config.Res
 	case res.Canceled:
 		return errs.New(errors.New("interrupted; the script was interrupted and the session keeps its state"), errs.CodeInterrupted, "")
 	case res.TimedOut:
-		return errs.New(fmt.Errorf("timed out after %s; the script was interrupted and what it started was ended, the session keeps its state", timeout), errs.CodeTimeout, timeoutHint(r))
+		return errs.New(fmt.Errorf("timed out after %s; the script was interrupted and what it started was ended, the session keeps its state", timeout), errs.CodeTimeout, timeoutHint(r, timeout))
 	case res.ExitCode != 0:
 		return &errs.ExitError{Code: res.ExitCode}
 	}
 	return nil
 }
 
-// timeoutHint tells how to give a command that timed out longer.
-func timeoutHint(r *config.Resolved) string {
+// timeoutHint tells how to give a command that timed out longer, naming where its timeout came
+// from: --timeout when that set one other than the timeout key's.
+func timeoutHint(r *config.Resolved, timeout time.Duration) string {
+	if timeout != r.Config.Timeout {
+		return fmt.Sprintf("give it longer with --timeout (now %s, from --timeout)", config.FormatDuration(timeout))
+	}
 	return fmt.Sprintf("give it longer with --timeout, or set the timeout key (now %s, from %s)", config.FormatDuration(r.Config.Timeout), r.Source("timeout"))
 }
 

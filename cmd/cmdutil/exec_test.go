@@ -74,3 +74,23 @@ func TestShellExitFor(t *testing.T) {
 		}
 	}
 }
+
+// The timeout hint names the timeout that ran out: --timeout's when that set another one.
+func TestTimeoutHintNamesItsSource(t *testing.T) {
+	r := &config.Resolved{Config: config.Config{Timeout: 10 * time.Minute}, Sources: map[string]config.Source{"timeout": {Layer: config.LayerDefault}}}
+	res := &sandbox.ExecResult{ExitCode: 143, TimedOut: true}
+	for _, tt := range []struct {
+		timeout time.Duration
+		want    string
+	}{
+		{2 * time.Second, "give it longer with --timeout (now 2s, from --timeout)"},
+		{10 * time.Minute, "give it longer with --timeout, or set the timeout key (now 10m, from default)"},
+	} {
+		if got := errs.Hint(ExitFor(res, tt.timeout, r)); got != tt.want {
+			t.Errorf("timeout %s: hint %q, want %q", tt.timeout, got, tt.want)
+		}
+		if got := errs.Hint(ShellExitFor(&sandbox.ShellResult{TimedOut: true}, tt.timeout, r)); got != tt.want {
+			t.Errorf("sh, timeout %s: hint %q, want %q", tt.timeout, got, tt.want)
+		}
+	}
+}
