@@ -25,8 +25,9 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // These acceptance tests of issue 6 run against the real engine, like engine_test.go.
@@ -53,7 +54,7 @@ func loopbackGet(t *testing.T, raw string) (int, string) {
 
 // onlyLoopback checks the engine's own record of a sandbox's published ports: exactly the
 // wanted container ports, each bound on 127.0.0.1 alone.
-func onlyLoopback(t *testing.T, eng sandbox.Engine, name string, want ...string) {
+func onlyLoopback(t *testing.T, eng engine.Engine, name string, want ...string) {
 	t.Helper()
 	info, err := eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil {
@@ -86,7 +87,7 @@ func onlyLoopback(t *testing.T, eng sandbox.Engine, name string, want ...string)
 
 // currentBrowserImage rebuilds the browser image when it is missing or stale: sbx browser
 // would use a stale one with a warning, and these tests check what the current one does.
-func currentBrowserImage(t *testing.T, eng sandbox.Engine) {
+func currentBrowserImage(t *testing.T, eng engine.Engine) {
 	t.Helper()
 	imgs := &sandbox.Images{Engine: eng}
 	st, err := imgs.Status(context.Background(), images.ProfileBrowser)
@@ -222,7 +223,7 @@ func TestCLICommonGoRun(t *testing.T) {
 // retagEngine is the real engine with one image tag swapped for another in every call that
 // names an image. It embeds the engine on purpose: calls that name no image go through.
 type retagEngine struct {
-	sandbox.Engine
+	engine.Engine
 	t        *testing.T
 	from, to string
 }
@@ -339,7 +340,7 @@ func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 		t.Errorf("the shared %s changed: %v", images.SandboxTag, err)
 	}
 	info, err := c.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
-	if err != nil || info.Config.Labels[sandboxtest.TestLabel] != cliRun {
+	if err != nil || info.Config.Labels[enginetest.TestLabel] != cliRun {
 		t.Errorf("sandbox not labelled for the sweep: %v", err)
 	}
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // An image's labels are copied onto every container made from it, so an image can carry
@@ -42,7 +42,7 @@ func forgedLabels(hostDir string) map[string]string {
 		sandbox.LabelProfile:          "sandbox",
 		sandbox.LabelDockerfileHash:   "forged",
 		"dev.sbx.some-future-label":   "forged",
-		sandboxtest.TestLabel:         cliRun,
+		enginetest.TestLabel:          cliRun,
 		"org.example.unrelated-label": "kept",
 	}
 }
@@ -51,7 +51,7 @@ func forgedLabels(hostDir string) map[string]string {
 // when the test ends. Call it before newCLI, so the sandboxes go first.
 func forgedImage(t *testing.T, labels map[string]string) string {
 	t.Helper()
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	tag := "sbx-test-forged:" + cliRun + "-" + randHex(t)
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)

@@ -7,12 +7,13 @@ import (
 
 	"github.com/docker/go-units"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // imageChecks reports each bundled image: present and current, missing (built on first use)
 // or stale. None is required: a sandbox can still be created without them.
-func imageChecks(ctx context.Context, eng sandbox.Engine, files fs.FS) []Check {
+func imageChecks(ctx context.Context, eng engine.Engine, files fs.FS) []Check {
 	imgs := &sandbox.Images{Engine: eng, Files: files}
 	list, err := imgs.List(ctx)
 	if err != nil {

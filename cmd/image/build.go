@@ -11,6 +11,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -18,7 +19,7 @@ import (
 // BuildOptions are the inputs of "sbx image build".
 type BuildOptions struct {
 	IO     *iostreams.IOStreams
-	Engine func(context.Context) (sandbox.Engine, error)
+	Engine func(context.Context) (engine.Engine, error)
 	// Files holds the Dockerfiles; nil means the embedded ones.
 	Files fs.FS
 

@@ -14,13 +14,14 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // LsOptions are the inputs of "sbx image ls".
 type LsOptions struct {
 	IO     *iostreams.IOStreams
-	Engine func(context.Context) (sandbox.Engine, error)
+	Engine func(context.Context) (engine.Engine, error)
 	// Files holds the Dockerfiles; nil means the embedded ones.
 	Files fs.FS
 	Now   func() time.Time

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -51,7 +52,7 @@ type ImageStatus struct {
 // Images builds and checks sbx's bundled images on an engine. It is meant for one command's
 // use, not for concurrent use.
 type Images struct {
-	Engine Engine
+	Engine engine.Engine
 	// Files holds the Dockerfiles; nil means the ones embedded in sbx. Tests swap it to see
 	// an image go stale.
 	Files fs.FS
@@ -87,7 +88,7 @@ func (m *Images) files() fs.FS {
 // EnsureImage makes sure the image ref exists before a sandbox uses it: a missing bundled
 // image is built with progress on p, a stale one is reported on p (unless quiet) and used
 // as it is, and an image sbx does not bundle must already be there.
-func EnsureImage(ctx context.Context, eng Engine, ref string, p *Progress) (ImageStatus, error) {
+func EnsureImage(ctx context.Context, eng engine.Engine, ref string, p *Progress) (ImageStatus, error) {
 	return (&Images{Engine: eng}).Ensure(ctx, ref, p)
 }
 

@@ -16,8 +16,9 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // imageTestRun labels every container these tests create.
@@ -40,7 +41,7 @@ var buildMu sync.Mutex
 
 // bundledImage returns the tag of a profile's image, building it when it is missing or stale.
 // Current images are reused, so only the first run on a machine pays for the builds.
-func bundledImage(t *testing.T, eng sandbox.Engine, profile string) string {
+func bundledImage(t *testing.T, eng engine.Engine, profile string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -61,7 +62,7 @@ func bundledImage(t *testing.T, eng sandbox.Engine, profile string) string {
 }
 
 func TestBundledImagesBuild(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	for _, profile := range images.Profiles {
 		bundledImage(t, eng, profile)
 	}
@@ -101,7 +102,7 @@ func TestBundledImagesBuild(t *testing.T) {
 	}
 
 	// A changed Dockerfile.sandbox, as a newer sbx would embed, makes all three stale.
-	edited := sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
+	edited := enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
 	stale, err := (&sandbox.Images{Engine: eng, Files: edited}).List(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -117,15 +118,15 @@ func TestBundledImagesBuild(t *testing.T) {
 // capabilities, no new privileges, no network, an init, and tmpfs scratch space.
 type smokeBox struct {
 	t   *testing.T
-	eng sandbox.Engine
+	eng engine.Engine
 	id  string
 }
 
-func startSmokeBox(t *testing.T, eng sandbox.Engine, tag string, env []string, cmd []string) *smokeBox {
+func startSmokeBox(t *testing.T, eng engine.Engine, tag string, env []string, cmd []string) *smokeBox {
 	t.Helper()
 	ctx := context.Background()
 	init := true
-	cfg := &container.Config{Image: tag, Env: env, Cmd: cmd, Labels: map[string]string{sandboxtest.TestLabel: imageTestRun}}
+	cfg := &container.Config{Image: tag, Env: env, Cmd: cmd, Labels: map[string]string{enginetest.TestLabel: imageTestRun}}
 	host := &container.HostConfig{
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
@@ -147,7 +148,7 @@ func startSmokeBox(t *testing.T, eng sandbox.Engine, tag string, env []string, c
 		if err := eng.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true}); err != nil {
 			t.Errorf("removing %s: %v", created.ID, err)
 		}
-		if err := sandboxtest.Sweep(context.Background(), eng, imageTestRun); err != nil {
+		if err := enginetest.Sweep(context.Background(), eng, imageTestRun); err != nil {
 			t.Errorf("sweep: %v", err)
 		}
 	})
@@ -196,7 +197,7 @@ func (b *smokeBox) must(env []string, script string) string {
 }
 
 func TestSandboxImageSmoke(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	box := startSmokeBox(t, eng, bundledImage(t, eng, images.ProfileSandbox), nil, nil)
 
 	if out := box.must(nil, "python3 --version"); !strings.HasPrefix(out, "Python 3.") {
@@ -223,7 +224,7 @@ func TestSandboxImageSmoke(t *testing.T) {
 }
 
 func TestCommonImageSmoke(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	box := startSmokeBox(t, eng, bundledImage(t, eng, images.ProfileCommon), nil, nil)
 
 	for cmd, want := range map[string]string{
@@ -266,7 +267,7 @@ cd /workspace && mkdir hello-npm && cd hello-npm && npm init -y >/dev/null && ec
 }
 
 func TestBrowserImageSmoke(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	tag := bundledImage(t, eng, images.ProfileBrowser)
 
 	t.Run("headless", func(t *testing.T) {

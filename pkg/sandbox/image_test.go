@@ -16,34 +16,34 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // editedFiles are the embedded files with Dockerfile.sandbox changed, as a newer sbx would
 // embed them.
 func editedFiles(t *testing.T) fs.FS {
-	return sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "# changed\n"})
+	return enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "# changed\n"})
 }
 
 // putBuilt stores the image of profile as sbx would have built it from the embedded files.
-func putBuilt(t *testing.T, reg sandboxtest.ImageStore, profile, id string) {
+func putBuilt(t *testing.T, reg enginetest.ImageStore, profile, id string) {
 	t.Helper()
 	tag, _ := images.TagFor(profile)
 	hash, err := images.Hash(images.Files, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg[tag] = sandboxtest.Image(id, 123<<20, "2025-01-02T03:04:05.123456789Z", map[string]string{sandbox.LabelDockerfileHash: hash})
+	reg[tag] = enginetest.Image(id, 123<<20, "2025-01-02T03:04:05.123456789Z", map[string]string{sandbox.LabelDockerfileHash: hash})
 }
 
 func TestImageStatus(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
 	putBuilt(t, reg, images.ProfileCommon, "sha256:bbb")
-	reg[images.BrowserTag] = sandboxtest.Image("sha256:ccc", 0, "", nil)
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+	reg[images.BrowserTag] = enginetest.Image("sha256:ccc", 0, "", nil)
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
 
 	list, err := (&sandbox.Images{Engine: eng}).List(context.Background())
 	if err != nil {
@@ -82,7 +82,7 @@ func TestImageStatus(t *testing.T) {
 		t.Errorf("unknown profile: err = %v, want a usage error", err)
 	}
 
-	broken := &sandboxtest.FakeEngine{T: t, ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+	broken := &enginetest.FakeEngine{T: t, ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
 		return image.InspectResponse{}, errors.New("engine on fire")
 	}}
 	if _, err := (&sandbox.Images{Engine: broken}).Status(context.Background(), "sandbox"); err == nil ||
@@ -100,7 +100,7 @@ type buildCall struct {
 
 // builder fakes ImageBuild: it records the call, tags a new image labelled as asked, and
 // answers with a short successful stream.
-func builder(t *testing.T, reg sandboxtest.ImageStore, calls *[]buildCall) func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+func builder(t *testing.T, reg enginetest.ImageStore, calls *[]buildCall) func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 	return func(_ context.Context, ctx io.Reader, opts build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 		call := buildCall{opts: opts, files: map[string]*tar.Header{}, data: map[string]string{}}
 		tr := tar.NewReader(ctx)
@@ -117,17 +117,17 @@ func builder(t *testing.T, reg sandboxtest.ImageStore, calls *[]buildCall) func(
 		}
 		*calls = append(*calls, call)
 		id := fmt.Sprintf("sha256:new%d", len(*calls))
-		reg[opts.Tags[0]] = sandboxtest.Image(id, 0, "", opts.Labels)
+		reg[opts.Tags[0]] = enginetest.Image(id, 0, "", opts.Labels)
 		stream := fmt.Sprintf(`{"stream":"Step 1/1 : FROM x\n"}`+"\n"+`{"aux":{"ID":%q}}`+"\n", id)
 		return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(stream))}, nil
 	}
 }
 
 func TestBuild(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	var calls []buildCall
 	var removed []string
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
 		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
 			removed = append(removed, id)
 			return nil, nil
@@ -214,12 +214,12 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildKeepsReplacedImagesInUse(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	putBuilt(t, reg, images.ProfileSandbox, "sha256:old")
 	var calls []buildCall
 	var attempts []string
 	inUse := true
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
 		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
 			attempts = append(attempts, id)
 			if inUse {
@@ -241,14 +241,14 @@ func TestBuildKeepsReplacedImagesInUse(t *testing.T) {
 }
 
 func TestBuildFailures(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
 	fail := `{"stream":"Step 1/2 : FROM x\n"}
 {"stream":"Step 2/2 : RUN apt-get update\n"}
 {"stream":"Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\n"}
 {"errorDetail":{"code":100,"message":"The command '/bin/sh -c apt-get update' returned a non-zero code: 100"},"error":"x"}
 `
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
 		ImageBuildFn: func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 			return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(fail))}, nil
 		}}
@@ -265,7 +265,7 @@ func TestBuildFailures(t *testing.T) {
 		t.Errorf("progress:\n%s", out.String())
 	}
 
-	refused := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+	refused := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
 		ImageBuildFn: func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 			return build.ImageBuildResponse{}, fmt.Errorf("network nope not found: %w", cerrdefs.ErrNotFound)
 		}}
@@ -277,9 +277,9 @@ func TestBuildFailures(t *testing.T) {
 
 func TestEnsureImage(t *testing.T) {
 	t.Run("missing bundled image is built with progress", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{}
+		reg := enginetest.ImageStore{}
 		var calls []buildCall
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls)}
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls)}
 		var out bytes.Buffer
 		st, err := sandbox.EnsureImage(context.Background(), eng, images.SandboxTag, &sandbox.Progress{Out: &out})
 		if err != nil || st.State != sandbox.ImagePresent || len(calls) != 1 {
@@ -292,9 +292,9 @@ func TestEnsureImage(t *testing.T) {
 		}
 	})
 	t.Run("present image is used", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{}
+		reg := enginetest.ImageStore{}
 		putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
 		var out bytes.Buffer
 		st, err := sandbox.EnsureImage(context.Background(), eng, images.SandboxTag, &sandbox.Progress{Out: &out})
 		if err != nil || st.State != sandbox.ImagePresent || out.Len() != 0 {
@@ -302,9 +302,9 @@ func TestEnsureImage(t *testing.T) {
 		}
 	})
 	t.Run("stale image is reported, not rebuilt", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{}
+		reg := enginetest.ImageStore{}
 		putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
 		var out bytes.Buffer
 		imgs := &sandbox.Images{Engine: eng, Files: editedFiles(t)}
 		st, err := imgs.Ensure(context.Background(), images.SandboxTag, &sandbox.Progress{Out: &out})
@@ -316,8 +316,8 @@ func TestEnsureImage(t *testing.T) {
 		}
 	})
 	t.Run("other images must exist", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{"python:3": sandboxtest.Image("sha256:py", 0, "", nil)}
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		reg := enginetest.ImageStore{"python:3": enginetest.Image("sha256:py", 0, "", nil)}
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
 		if st, err := sandbox.EnsureImage(context.Background(), eng, "python:3", nil); err != nil || st.State != sandbox.ImagePresent || st.Profile != "" {
 			t.Errorf("present image: %+v, %v", st, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
@@ -27,7 +28,7 @@ const IdleRecreate = 5 * time.Minute
 
 // Manager runs the sandbox lifecycle against an engine.
 type Manager struct {
-	Engine Engine
+	Engine engine.Engine
 	State  *StateStore
 	Now    func() time.Time
 	// Progress receives one-line announcements for stderr (created, recreated, started).
