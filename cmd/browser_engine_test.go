@@ -27,6 +27,7 @@ import (
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -89,14 +90,14 @@ func onlyLoopback(t *testing.T, eng engine.Engine, name string, want ...string) 
 // would use a stale one with a warning, and these tests check what the current one does.
 func currentBrowserImage(t *testing.T, eng engine.Engine) {
 	t.Helper()
-	imgs := &sandbox.Images{Engine: eng}
+	imgs := &imagebuild.Images{Engine: eng}
 	st, err := imgs.Status(context.Background(), images.ProfileBrowser)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != sandbox.ImagePresent {
+	if st.State != imagebuild.ImagePresent {
 		t.Logf("image %s is %s; building it", st.Tag, st.State)
-		if _, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{}); err != nil {
+		if _, err := imgs.Build(context.Background(), images.ProfileBrowser, imagebuild.BuildOptions{}); err != nil {
 			t.Fatalf("building %s: %v", st.Tag, err)
 		}
 	}
@@ -282,11 +283,11 @@ func (e *retagEngine) ContainerCreate(ctx context.Context, cfg *container.Config
 func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 	c := newCLI(t)
 	ctx := context.Background()
-	st, err := (&sandbox.Images{Engine: c.eng}).Status(ctx, images.ProfileSandbox)
+	st, err := (&imagebuild.Images{Engine: c.eng}).Status(ctx, images.ProfileSandbox)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != sandbox.ImagePresent {
+	if st.State != imagebuild.ImagePresent {
 		t.Skipf("%s is %s; its build cache is what makes this test an offline rebuild (run sbx image build sandbox)", st.Tag, st.State)
 	}
 	testTag := "sbx-sandbox-" + cliRun + ":bookworm-slim"
@@ -333,7 +334,7 @@ func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the rebuilt image: %v", err)
 	}
-	if built.Config.Labels[sandbox.LabelDockerfileHash] != st.DockerfileHash {
+	if built.Config.Labels[imagebuild.LabelDockerfileHash] != st.DockerfileHash {
 		t.Errorf("rebuilt image labels %v", built.Config.Labels)
 	}
 	if now, err := c.eng.ImageInspect(ctx, images.SandboxTag); err != nil || now.ID != st.ID {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // builtImages holds the bundled images as sbx builds them from the embedded files.
@@ -23,7 +23,7 @@ func builtImages(t *testing.T) enginetest.ImageStore {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store[tag] = enginetest.Image("sha256:abc", 327_000_000, "", map[string]string{sandbox.LabelDockerfileHash: hash})
+		store[tag] = enginetest.Image("sha256:abc", 327_000_000, "", map[string]string{imagebuild.LabelDockerfileHash: hash})
 	}
 	return store
 }

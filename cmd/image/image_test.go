@@ -20,7 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 var now = time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC)
@@ -83,7 +83,7 @@ func fakeEngine(t *testing.T, tags enginetest.ImageStore, builds *[]string) *eng
 		ImageBuildFn: func(_ context.Context, _ io.Reader, o build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 			*builds = append(*builds, o.Tags[0])
 			id := fmt.Sprintf("sha256:%064d", len(*builds))
-			tags[o.Tags[0]] = labelled(id, o.Labels[sandbox.LabelDockerfileHash], 0)
+			tags[o.Tags[0]] = labelled(id, o.Labels[imagebuild.LabelDockerfileHash], 0)
 			stream := `{"stream":"Step 1/1 : FROM base\n"}` + "\n" + fmt.Sprintf(`{"aux":{"ID":%q}}`, id) + "\n"
 			return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(stream))}, nil
 		},
@@ -91,7 +91,7 @@ func fakeEngine(t *testing.T, tags enginetest.ImageStore, builds *[]string) *eng
 }
 
 func labelled(id, hash string, size int64) image.InspectResponse {
-	return enginetest.Image(id, size, now.Add(-50*time.Hour).Format(time.RFC3339Nano), map[string]string{sandbox.LabelDockerfileHash: hash})
+	return enginetest.Image(id, size, now.Add(-50*time.Hour).Format(time.RFC3339Nano), map[string]string{imagebuild.LabelDockerfileHash: hash})
 }
 
 func TestBuildRun(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -98,7 +99,7 @@ func newEnvAgents(t *testing.T, agents bool, mutate func(*config.Config)) *env {
 	e := &env{t: t, dir: dir,
 		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now, Agents: agents,
 			BuildImage: func(ctx context.Context, image string) error {
-				_, err := sandbox.EnsureImage(ctx, eng, image, nil)
+				_, err := (&imagebuild.Images{Engine: eng}).Ensure(ctx, image, nil)
 				return err
 			}},
 		in: sandbox.SpecInput{Name: name, ProjectRoot: dir, Config: cfg, Version: "test", ExtraLabels: map[string]string{enginetest.TestLabel: testRun}},

@@ -1,4 +1,4 @@
-package sandbox_test
+package imagebuild_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // imageTestRun labels every container these tests create.
@@ -28,13 +28,22 @@ var imageTestRun = func() string {
 	return "img-" + hex.EncodeToString(b)
 }()
 
-// testLog sends build progress to the test's log, one line per call.
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+// logEvents sends build progress to the test's log, a line per step.
+func logEvents(t *testing.T) imagebuild.Progress {
+	return func(ev imagebuild.Event) {
+		switch e := ev.(type) {
+		case imagebuild.Note:
+			t.Log(strings.TrimRight(e.Text, "\n"))
+		case imagebuild.StepStarted:
+			t.Logf("[%d/%d] %s", e.Step, e.Steps, e.Instruction)
+		case imagebuild.BuildDone:
+			t.Logf("built %s in %s", e.Result.Tag, e.Result.Elapsed)
+		case imagebuild.BuildFailed:
+			if e.Err != nil {
+				t.Log(e.Err.Summary())
+			}
+		}
+	}
 }
 
 var buildMu sync.Mutex
@@ -47,14 +56,14 @@ func bundledImage(t *testing.T, eng engine.Engine, profile string) string {
 	defer buildMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	imgs := &sandbox.Images{Engine: eng}
+	imgs := &imagebuild.Images{Engine: eng}
 	st, err := imgs.Status(ctx, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != sandbox.ImagePresent {
+	if st.State != imagebuild.ImagePresent {
 		t.Logf("image %s is %s; building it", st.Tag, st.State)
-		if _, err := imgs.Build(ctx, profile, sandbox.BuildOptions{Progress: &sandbox.Progress{Out: testLog{t}}}); err != nil {
+		if _, err := imgs.Build(ctx, profile, imagebuild.BuildOptions{Progress: logEvents(t)}); err != nil {
 			t.Fatalf("building %s: %v", st.Tag, err)
 		}
 	}
@@ -67,12 +76,12 @@ func TestBundledImagesBuild(t *testing.T) {
 		bundledImage(t, eng, profile)
 	}
 	ctx := context.Background()
-	list, err := (&sandbox.Images{Engine: eng}).List(ctx)
+	list, err := (&imagebuild.Images{Engine: eng}).List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range list {
-		if st.State != sandbox.ImagePresent || st.Size == 0 || st.Created.IsZero() || st.ImageHash != st.DockerfileHash {
+		if st.State != imagebuild.ImagePresent || st.Size == 0 || st.Created.IsZero() || st.ImageHash != st.DockerfileHash {
 			t.Errorf("%s after building: %+v", st.Profile, st)
 		}
 		img, err := eng.ImageInspect(ctx, st.Tag)
@@ -81,7 +90,7 @@ func TestBundledImagesBuild(t *testing.T) {
 		}
 		cfg := img.Config
 		labels := cfg.Labels
-		if labels[sandbox.LabelManaged] != "true" || labels[sandbox.LabelProfile] != st.Profile || labels[sandbox.LabelDockerfileHash] != st.DockerfileHash {
+		if labels[imagebuild.LabelManaged] != "true" || labels[imagebuild.LabelProfile] != st.Profile || labels[imagebuild.LabelDockerfileHash] != st.DockerfileHash {
 			t.Errorf("%s labels = %v", st.Tag, labels)
 		}
 		if cfg.User != "sandbox" || cfg.WorkingDir != "/workspace" || len(cfg.Volumes) != 0 {
@@ -103,12 +112,12 @@ func TestBundledImagesBuild(t *testing.T) {
 
 	// A changed Dockerfile.sandbox, as a newer sbx would embed, makes all three stale.
 	edited := enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
-	stale, err := (&sandbox.Images{Engine: eng, Files: edited}).List(ctx)
+	stale, err := (&imagebuild.Images{Engine: eng, Files: edited}).List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range stale {
-		if st.State != sandbox.ImageStale {
+		if st.State != imagebuild.ImageStale {
 			t.Errorf("%s with an edited Dockerfile.sandbox: %s, want stale", st.Profile, st.State)
 		}
 	}
