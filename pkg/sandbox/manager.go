@@ -337,7 +337,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		}
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
-	if err != nil && in.AgentDir != "" && strings.Contains(err.Error(), in.AgentDir) {
+	if engine.RefusedMount(err, in.AgentDir) {
 		// The engine cannot see our directory (a socket forwarded from another machine, a
 		// confined engine): the sandbox goes without the agent.
 		_ = m.State.remove(in.AgentDir)
@@ -402,7 +402,7 @@ func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
 
 func (m *Manager) engineStart(ctx context.Context, sb *Sandbox) error {
 	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
-		if strings.Contains(err.Error(), "bind source path does not exist") {
+		if engine.IsMissingBindSource(err) {
 			// A protected path (or a bind) removed on the host since create: the engine
 			// mounts the same paths at every start.
 			return errs.Failure(fmt.Errorf("starting sandbox %q: %w", sb.Name, err),

@@ -574,6 +574,40 @@ func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
 	}
 }
 
+// An exec the engine refuses is explained by the engine's error class, or, for the process
+// limit, which has none of its own, by engine.IsProcessLimit.
+func TestExecRefusedByTheEngine(t *testing.T) {
+	for _, tt := range []struct {
+		name, want, wantHint string // no hint when wantHint is ""
+		err                  error
+	}{
+		{"stopped", `sandbox "web" stopped before the command could start`, "sbx exec starts a stopped sandbox",
+			cerrdefs.ErrConflict.WithMessage("Container c1 is not running")},
+		{"paused", `sandbox "web" stopped before the command could start`, "sbx exec starts a stopped sandbox",
+			cerrdefs.ErrConflict.WithMessage("Container c1 is paused, unpause the container before exec")},
+		{"process limit", `sandbox "web" process limit reached`, "raise pidsLimit",
+			cerrdefs.ErrInternal.WithMessage("OCI runtime exec failed: exec failed: unable to start container process: fork/exec /usr/bin/bash: resource temporarily unavailable: unknown")},
+		{"other", `running a command in sandbox "web": No such container: c1`, "",
+			cerrdefs.ErrNotFound.WithMessage("No such container: c1")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &enginetest.FakeEngine{T: t,
+				ContainerExecCreateFn: func(context.Context, string, container.ExecOptions) (container.ExecCreateResponse, error) {
+					return container.ExecCreateResponse{}, tt.err
+				}}
+			m := &sandbox.Manager{Engine: fake, Now: time.Now}
+			sb := &sandbox.Sandbox{Name: "web", ID: "c1", Status: "running"}
+			_, err := m.Exec(context.Background(), sb, sandbox.ExecOptions{Cmd: []string{"true"}})
+			hint := errs.Hint(err)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, tt.err) || errs.ExitCode(err) != errs.CodeFailure ||
+				!strings.Contains(hint, tt.wantHint) || (tt.wantHint == "") != (hint == "") {
+				t.Errorf("err = %v (hint %q, exit %d), want %q with a hint naming %q, exit %d",
+					err, hint, errs.ExitCode(err), tt.want, tt.wantHint, errs.CodeFailure)
+			}
+		})
+	}
+}
+
 // With --debug, a command that goes through the engine's exec says why, in one line.
 func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
 	for _, tt := range []struct {
