@@ -15,6 +15,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
@@ -52,10 +53,19 @@ type ImageStatus struct {
 	Detail         string `json:"detail,omitempty"` // why it is stale
 }
 
+// Engine is the part of engine.Engine that building and checking images needs.
+type Engine interface {
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+}
+
+var _ Engine = engine.Engine(nil)
+
 // Images builds and checks sbx's bundled images on an engine. It is meant for one command's
 // use, not for concurrent use.
 type Images struct {
-	Engine engine.Engine
+	Engine Engine
 	// Files holds the Dockerfiles; nil means the ones embedded in sbx. Tests swap it to see
 	// an image go stale.
 	Files fs.FS
