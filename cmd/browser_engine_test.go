@@ -25,8 +25,10 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // These acceptance tests of issue 6 run against the real engine, like engine_test.go.
@@ -53,7 +55,7 @@ func loopbackGet(t *testing.T, raw string) (int, string) {
 
 // onlyLoopback checks the engine's own record of a sandbox's published ports: exactly the
 // wanted container ports, each bound on 127.0.0.1 alone.
-func onlyLoopback(t *testing.T, eng sandbox.Engine, name string, want ...string) {
+func onlyLoopback(t *testing.T, eng engine.Engine, name string, want ...string) {
 	t.Helper()
 	info, err := eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil {
@@ -86,16 +88,16 @@ func onlyLoopback(t *testing.T, eng sandbox.Engine, name string, want ...string)
 
 // currentBrowserImage rebuilds the browser image when it is missing or stale: sbx browser
 // would use a stale one with a warning, and these tests check what the current one does.
-func currentBrowserImage(t *testing.T, eng sandbox.Engine) {
+func currentBrowserImage(t *testing.T, eng engine.Engine) {
 	t.Helper()
-	imgs := &sandbox.Images{Engine: eng}
+	imgs := &imagebuild.Images{Engine: eng}
 	st, err := imgs.Status(context.Background(), images.ProfileBrowser)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != sandbox.ImagePresent {
+	if st.State != imagebuild.ImagePresent {
 		t.Logf("image %s is %s; building it", st.Tag, st.State)
-		if _, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{}); err != nil {
+		if _, err := imgs.Build(context.Background(), images.ProfileBrowser, imagebuild.BuildOptions{}); err != nil {
 			t.Fatalf("building %s: %v", st.Tag, err)
 		}
 	}
@@ -222,7 +224,7 @@ func TestCLICommonGoRun(t *testing.T) {
 // retagEngine is the real engine with one image tag swapped for another in every call that
 // names an image. It embeds the engine on purpose: calls that name no image go through.
 type retagEngine struct {
-	sandbox.Engine
+	engine.Engine
 	t        *testing.T
 	from, to string
 }
@@ -281,11 +283,11 @@ func (e *retagEngine) ContainerCreate(ctx context.Context, cfg *container.Config
 func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 	c := newCLI(t)
 	ctx := context.Background()
-	st, err := (&sandbox.Images{Engine: c.eng}).Status(ctx, images.ProfileSandbox)
+	st, err := (&imagebuild.Images{Engine: c.eng}).Status(ctx, images.ProfileSandbox)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != sandbox.ImagePresent {
+	if st.State != imagebuild.ImagePresent {
 		t.Skipf("%s is %s; its build cache is what makes this test an offline rebuild (run sbx image build sandbox)", st.Tag, st.State)
 	}
 	testTag := "sbx-sandbox-" + cliRun + ":bookworm-slim"
@@ -332,14 +334,14 @@ func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the rebuilt image: %v", err)
 	}
-	if built.Config.Labels[sandbox.LabelDockerfileHash] != st.DockerfileHash {
+	if built.Config.Labels[imagebuild.LabelDockerfileHash] != st.DockerfileHash {
 		t.Errorf("rebuilt image labels %v", built.Config.Labels)
 	}
 	if now, err := c.eng.ImageInspect(ctx, images.SandboxTag); err != nil || now.ID != st.ID {
 		t.Errorf("the shared %s changed: %v", images.SandboxTag, err)
 	}
 	info, err := c.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
-	if err != nil || info.Config.Labels[sandboxtest.TestLabel] != cliRun {
+	if err != nil || info.Config.Labels[enginetest.TestLabel] != cliRun {
 		t.Errorf("sandbox not labelled for the sweep: %v", err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/cmd/browser"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // A browser sandbox's DevTools port answers the URL sbx prints, on the host, and nobody on
@@ -106,7 +106,7 @@ func probeContainer(t *testing.T, c *cli, network, script string) string {
 	t.Helper()
 	ctx := context.Background()
 	resp, err := c.eng.ContainerCreate(ctx, &container.Config{Image: "debian:bookworm-slim", Cmd: []string{"bash", "-c", script},
-		Labels: map[string]string{sandboxtest.TestLabel: cliRun}}, &container.HostConfig{NetworkMode: container.NetworkMode(network)}, nil, nil, "")
+		Labels: map[string]string{enginetest.TestLabel: cliRun}}, &container.HostConfig{NetworkMode: container.NetworkMode(network)}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,9 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // These tests run the real sbx binary against the real engine, as a user would.
@@ -60,7 +61,7 @@ func sbxBinary(t *testing.T) string {
 
 type cli struct {
 	t       *testing.T
-	eng     sandbox.Engine
+	eng     engine.Engine
 	bin     string
 	home    string
 	project string
@@ -133,7 +134,7 @@ func copyFile(src, dst string, mode os.FileMode) error {
 
 func setupCLI(t *testing.T, c *cli) *cli {
 	t.Helper()
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	c.eng = eng
 	if err := os.Chmod(c.project, 0o755); err != nil {
 		t.Fatal(err)
@@ -143,7 +144,7 @@ func setupCLI(t *testing.T, c *cli) *cli {
 		"SBX_TEST_LABEL="+cliRun, "NO_COLOR=1", "SBX_HOST_MARKER=leaked")
 	t.Cleanup(func() {
 		list, err := eng.ContainerList(context.Background(), container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+cliRun))})
+			Filters: filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+cliRun))})
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
 			return
@@ -440,7 +441,7 @@ func TestCLIPrune(t *testing.T) {
 	ctx := context.Background()
 	impostor := sandbox.ContainerName(prefix + "-impostor")
 	resp, err := c.eng.ContainerCreate(ctx, &container.Config{Image: images.SandboxTag,
-		Labels: map[string]string{sandboxtest.TestLabel: cliRun, sandbox.LabelName: prefix + "-impostor"}}, &container.HostConfig{}, nil, nil, impostor)
+		Labels: map[string]string{enginetest.TestLabel: cliRun, sandbox.LabelName: prefix + "-impostor"}}, &container.HostConfig{}, nil, nil, impostor)
 	if err != nil {
 		t.Fatal(err)
 	}

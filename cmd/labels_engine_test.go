@@ -18,8 +18,9 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // An image's labels are copied onto every container made from it, so an image can carry
@@ -34,16 +35,16 @@ const forgedNetwork = `[{"Key":"network","Values":["bridge"],"Source":{"Layer":"
 // one it does not know.
 func forgedLabels(hostDir string) map[string]string {
 	return map[string]string{
-		"dev.sbx.agent-dir":           hostDir, // read by sbx up to this change, to remove it
-		sandbox.LabelAgent:            sandbox.AgentVersion,
-		sandbox.LabelCreateSettings:   forgedNetwork,
-		sandbox.LabelWorkspace:        "none",
-		sandbox.LabelManaged:          "true",
-		sandbox.LabelProfile:          "sandbox",
-		sandbox.LabelDockerfileHash:   "forged",
-		"dev.sbx.some-future-label":   "forged",
-		sandboxtest.TestLabel:         cliRun,
-		"org.example.unrelated-label": "kept",
+		"dev.sbx.agent-dir":            hostDir, // read by sbx up to this change, to remove it
+		sandbox.LabelAgent:             sandbox.AgentVersion,
+		sandbox.LabelCreateSettings:    forgedNetwork,
+		sandbox.LabelWorkspace:         "none",
+		sandbox.LabelManaged:           "true",
+		sandbox.LabelProfile:           "sandbox",
+		imagebuild.LabelDockerfileHash: "forged",
+		"dev.sbx.some-future-label":    "forged",
+		enginetest.TestLabel:           cliRun,
+		"org.example.unrelated-label":  "kept",
 	}
 }
 
@@ -51,7 +52,7 @@ func forgedLabels(hostDir string) map[string]string {
 // when the test ends. Call it before newCLI, so the sandboxes go first.
 func forgedImage(t *testing.T, labels map[string]string) string {
 	t.Helper()
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	tag := "sbx-test-forged:" + cliRun + "-" + randHex(t)
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
@@ -158,7 +159,7 @@ func checkOverwritten(t *testing.T, c *cli, name, tag string) {
 		t.Fatal(err)
 	}
 	l := info.Config.Labels
-	for _, k := range []string{"dev.sbx.agent-dir", sandbox.LabelAgent, sandbox.LabelDockerfileHash, "dev.sbx.some-future-label"} {
+	for _, k := range []string{"dev.sbx.agent-dir", sandbox.LabelAgent, imagebuild.LabelDockerfileHash, "dev.sbx.some-future-label"} {
 		if v, ok := l[k]; !ok || v != "" {
 			t.Errorf("label %s: want it emptied, got %q (present %v)", k, v, ok)
 		}

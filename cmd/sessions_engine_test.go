@@ -15,8 +15,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // These tests drive sbx sh, pause and resume, maxRunning and stats through the real binary
@@ -261,7 +261,7 @@ func TestCLIMaxRunningRace(t *testing.T) {
 	peak := make(chan int)
 	go func() {
 		most := 0
-		args := filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+cliRun), filters.Arg("name", prefix), filters.Arg("status", "running"))
+		args := filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+cliRun), filters.Arg("name", prefix), filters.Arg("status", "running"))
 		for ctx.Err() == nil {
 			if list, err := c.eng.ContainerList(ctx, container.ListOptions{Filters: args}); err == nil {
 				most = max(most, len(list))
@@ -296,7 +296,7 @@ func TestCLIMaxRunningRace(t *testing.T) {
 		t.Errorf("%d evictions announced, want at least 7", evicted)
 	}
 	list, err := c.eng.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+cliRun), filters.Arg("name", prefix))})
+		Filters: filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+cliRun), filters.Arg("name", prefix))})
 	if err != nil {
 		t.Fatal(err)
 	}

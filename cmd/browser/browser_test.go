@@ -28,9 +28,10 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 const allowBrowser = "tools: {allow: [exec, read, write, browser], deny: []}\n"
@@ -80,7 +81,7 @@ type env struct {
 	project  string
 }
 
-func newEnv(t *testing.T, projectFile string, eng sandbox.Engine) *env {
+func newEnv(t *testing.T, projectFile string, eng engine.Engine) *env {
 	t.Helper()
 	project := filepath.Join(t.TempDir(), "app")
 	if err := os.Mkdir(project, 0o755); err != nil {
@@ -101,7 +102,7 @@ func newEnv(t *testing.T, projectFile string, eng sandbox.Engine) *env {
 		}
 	}
 	if eng == nil {
-		f.Engine = func(context.Context) (sandbox.Engine, error) {
+		f.Engine = func(context.Context) (engine.Engine, error) {
 			t.Error("the engine was dialled")
 			return nil, errors.New("no engine")
 		}
@@ -137,7 +138,7 @@ func TestBrowserRunNeedsPublishableNetwork(t *testing.T) {
 // fakeBrowser is an engine on which one browser sandbox starts (or exits, with state), its
 // DevTools port served by a local test server.
 type fakeBrowser struct {
-	*sandboxtest.FakeEngine
+	*enginetest.FakeEngine
 	name    string
 	cfg     *container.Config
 	host    *container.HostConfig
@@ -154,7 +155,7 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 	t.Cleanup(srv.Close)
 	_, cdpPort, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	fb := &fakeBrowser{state: container.State{Status: "running", Running: true}}
-	fb.FakeEngine = &sandboxtest.FakeEngine{
+	fb.FakeEngine = &enginetest.FakeEngine{
 		T: t,
 		ImageInspectFn: func(_ context.Context, ref string) (image.InspectResponse, error) {
 			return image.InspectResponse{ID: "sha256:" + ref}, nil
@@ -184,7 +185,7 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 			return container.InspectResponse{
 				ContainerJSONBase: &container.ContainerJSONBase{ID: "b1", State: &st},
 				Config:            fb.cfg,
-				NetworkSettings:   sandboxtest.NetworkSettings(ports),
+				NetworkSettings:   enginetest.NetworkSettings(ports),
 			}, nil
 		},
 		ContainerLogsFn: func(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {

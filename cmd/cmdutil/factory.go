@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // GlobalOptions are the root command's persistent flags.
@@ -38,9 +38,9 @@ type Factory struct {
 	Umask func() fs.FileMode
 
 	// Endpoint resolves which engine to use without dialling it.
-	Endpoint func() (sandbox.Endpoint, error)
+	Endpoint func() (engine.Endpoint, error)
 	// Engine dials the engine once and reuses the connection.
-	Engine func(ctx context.Context) (sandbox.Engine, error)
+	Engine func(ctx context.Context) (engine.Engine, error)
 }
 
 // New returns the Factory for the real process.
@@ -56,20 +56,20 @@ func New() *Factory {
 		Umask:      sync.OnceValue(processUmask),
 	}
 	f.IOStreams = iostreams.System(f.Getenv)
-	f.Endpoint = func() (sandbox.Endpoint, error) {
+	f.Endpoint = func() (engine.Endpoint, error) {
 		home, _ := f.HomeDir()
-		return sandbox.ResolveEndpoint(f.Getenv, home)
+		return engine.ResolveEndpoint(f.Getenv, home)
 	}
 	f.Engine = engineOnce(f)
 	return f
 }
 
-func engineOnce(f *Factory) func(ctx context.Context) (sandbox.Engine, error) {
+func engineOnce(f *Factory) func(ctx context.Context) (engine.Engine, error) {
 	var (
 		mu  sync.Mutex
-		eng sandbox.Engine
+		eng engine.Engine
 	)
-	return func(ctx context.Context) (sandbox.Engine, error) {
+	return func(ctx context.Context) (engine.Engine, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if eng != nil {
@@ -83,7 +83,7 @@ func engineOnce(f *Factory) func(ctx context.Context) (sandbox.Engine, error) {
 		if f.Global.Debug {
 			debug = f.IOStreams.ErrOut
 		}
-		cli, err := sandbox.Connect(ctx, ep, debug)
+		cli, err := engine.Connect(ctx, ep, debug)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/explain"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -43,7 +44,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		HomeDir:  home,
 		Resolver: Resolver(f),
 	}
-	progress := &sandbox.Progress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
+	progress := &BuildProgress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
 	if !f.IOStreams.Quiet() {
 		m.Progress = f.IOStreams.ErrOut
 	}
@@ -51,7 +52,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		m.Debug = f.IOStreams.ErrOut
 	}
 	m.BuildImage = func(ctx context.Context, image string) error {
-		_, err := sandbox.EnsureImage(ctx, eng, image, progress)
+		_, err := (&imagebuild.Images{Engine: eng, Now: f.Now}).Ensure(ctx, image, progress.Show)
 		return err
 	}
 	return m, nil

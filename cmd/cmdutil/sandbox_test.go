@@ -14,8 +14,9 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // LiveState reports what the engine says, and whether the sandbox is current by
@@ -29,7 +30,7 @@ func TestLiveState(t *testing.T) {
 	}
 	write("memory: 512m\n")
 	var labels map[string]string // the sandbox's; nil while there is none
-	fake := &sandboxtest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+	fake := &enginetest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 		if labels == nil {
 			return container.InspectResponse{}, cerrdefs.ErrNotFound
 		}
@@ -69,7 +70,7 @@ func TestLiveState(t *testing.T) {
 		t.Errorf("changed: %+v %v", l, err)
 	}
 
-	f.Engine = func(context.Context) (sandbox.Engine, error) { return nil, errors.New("no engine here") }
+	f.Engine = func(context.Context) (engine.Engine, error) { return nil, errors.New("no engine here") }
 	if l, err := LiveState(context.Background(), f, r); err != nil || l.Reachable || l.Error != "no engine here" {
 		t.Errorf("unreachable: %+v %v", l, err)
 	}

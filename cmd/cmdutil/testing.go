@@ -7,12 +7,12 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 )
 
 // TestFactory is a Factory for command tests: buffered streams, env from a map, a fixed clock,
 // home and working directory as given, umask 022, and eng (a fake) as the engine.
-func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd string, now time.Time, eng sandbox.Engine) *Factory {
+func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd string, now time.Time, eng engine.Engine) *Factory {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	return &Factory{
 		IOStreams:  ios,
@@ -24,10 +24,10 @@ func TestFactory(ios *iostreams.IOStreams, env map[string]string, home, wd strin
 		WorkingDir: func() (string, error) { return wd, nil },
 		Now:        func() time.Time { return now },
 		Umask:      func() fs.FileMode { return 0o022 },
-		Endpoint: func() (sandbox.Endpoint, error) {
-			return sandbox.Endpoint{Host: "unix:///fake.sock", Source: "test"}, nil
+		Endpoint: func() (engine.Endpoint, error) {
+			return engine.Endpoint{Host: "unix:///fake.sock", Source: "test"}, nil
 		},
-		Engine: func(context.Context) (sandbox.Engine, error) { return eng, nil },
+		Engine: func(context.Context) (engine.Engine, error) { return eng, nil },
 	}
 }
 

@@ -20,9 +20,10 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func TestNewCmdCpFlags(t *testing.T) {
@@ -97,7 +98,7 @@ func noEngine(t *testing.T, project string, env map[string]string) (*cmdutil.Fac
 	t.Helper()
 	ios, _, _, _ := iostreams.Test()
 	f := cmdutil.TestFactory(ios, env, t.TempDir(), project, time.Now(), nil)
-	f.Engine = func(context.Context) (sandbox.Engine, error) {
+	f.Engine = func(context.Context) (engine.Engine, error) {
 		t.Error("the engine was dialled")
 		return nil, errors.New("no engine")
 	}
@@ -307,7 +308,7 @@ func TestHumanBytes(t *testing.T) {
 func TestEnsureSandboxKeepsARunningOne(t *testing.T) {
 	project := t.TempDir()
 	ios, _, _, errOut := iostreams.Test()
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &enginetest.FakeEngine{T: t,
 		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) {
 			return container.InspectResponse{
 				ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
@@ -346,7 +347,7 @@ func TestCpNamedSandboxMustExist(t *testing.T) {
 		t.Run(args[0]+" "+args[1], func(t *testing.T) {
 			ios, _, _, _ := iostreams.Test()
 			creates := 0
-			fake := &sandboxtest.FakeEngine{T: t,
+			fake := &enginetest.FakeEngine{T: t,
 				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 					return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such container")
 				},

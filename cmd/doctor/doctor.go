@@ -15,6 +15,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -29,8 +30,8 @@ const (
 // DoctorOptions are the inputs of "sbx doctor".
 type DoctorOptions struct {
 	IO       *iostreams.IOStreams
-	Endpoint func() (sandbox.Endpoint, error)
-	Engine   func(context.Context) (sandbox.Engine, error)
+	Endpoint func() (engine.Endpoint, error)
+	Engine   func(context.Context) (engine.Engine, error)
 	JSON     bool
 	// ImageFiles holds the bundled Dockerfiles the image checks compare with; nil means
 	// the embedded ones.

@@ -10,9 +10,9 @@ import (
 	"github.com/docker/docker/api/types/system"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func healthyInfo() system.Info {
@@ -71,11 +71,11 @@ func TestInfoChecks(t *testing.T) {
 func TestDoctorRunEngineDown(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
 	opts := &DoctorOptions{IO: ios,
-		Endpoint: func() (sandbox.Endpoint, error) {
-			return sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, nil
+		Endpoint: func() (engine.Endpoint, error) {
+			return engine.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, nil
 		},
-		Engine: func(context.Context) (sandbox.Engine, error) {
-			return nil, sandbox.Unreachable(sandbox.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, errors.New("connection refused"))
+		Engine: func(context.Context) (engine.Engine, error) {
+			return nil, engine.Unreachable(engine.Endpoint{Host: "unix:///nope.sock", Source: "DOCKER_HOST"}, errors.New("connection refused"))
 		},
 	}
 	err := doctorRun(context.Background(), opts)
@@ -89,7 +89,7 @@ func TestDoctorRunEngineDown(t *testing.T) {
 
 func TestDoctorRunHealthyJSON(t *testing.T) {
 	ios, _, out, _ := iostreams.Test()
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &enginetest.FakeEngine{T: t,
 		ServerVersionFn: func(context.Context) (types.Version, error) {
 			return types.Version{Version: "28.0", APIVersion: "1.48"}, nil
 		},
@@ -97,10 +97,10 @@ func TestDoctorRunHealthyJSON(t *testing.T) {
 		ImageInspectFn: noImages,
 	}
 	opts := &DoctorOptions{IO: ios, JSON: true,
-		Endpoint: func() (sandbox.Endpoint, error) {
-			return sandbox.Endpoint{Host: sandbox.DefaultHost, Source: "default"}, nil
+		Endpoint: func() (engine.Endpoint, error) {
+			return engine.Endpoint{Host: engine.DefaultHost, Source: "default"}, nil
 		},
-		Engine: func(context.Context) (sandbox.Engine, error) { return fake, nil },
+		Engine: func(context.Context) (engine.Engine, error) { return fake, nil },
 	}
 	if err := doctorRun(context.Background(), opts); err != nil {
 		t.Fatalf("doctorRun: %v\n%s", err, out)

@@ -7,13 +7,14 @@ import (
 
 	"github.com/docker/go-units"
 
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // imageChecks reports each bundled image: present and current, missing (built on first use)
 // or stale. None is required: a sandbox can still be created without them.
-func imageChecks(ctx context.Context, eng sandbox.Engine, files fs.FS) []Check {
-	imgs := &sandbox.Images{Engine: eng, Files: files}
+func imageChecks(ctx context.Context, eng engine.Engine, files fs.FS) []Check {
+	imgs := &imagebuild.Images{Engine: eng, Files: files}
 	list, err := imgs.List(ctx)
 	if err != nil {
 		return []Check{{Name: "images", Status: StatusWarn, Detail: err.Error(),
@@ -24,12 +25,12 @@ func imageChecks(ctx context.Context, eng sandbox.Engine, files fs.FS) []Check {
 		c := Check{Name: "image " + st.Profile, Status: StatusOK}
 		fix := "sbx image build " + st.Profile
 		switch st.State {
-		case sandbox.ImagePresent:
+		case imagebuild.ImagePresent:
 			c.Detail = fmt.Sprintf("%s, %s, current", st.Tag, units.HumanSizeWithPrecision(float64(st.Size), 3))
-		case sandbox.ImageMissing:
+		case imagebuild.ImageMissing:
 			c.Status, c.Fix = StatusWarn, fix
 			c.Detail = st.Tag + " missing; built on first use"
-		case sandbox.ImageStale:
+		case imagebuild.ImageStale:
 			c.Status, c.Fix = StatusWarn, fix
 			c.Detail = fmt.Sprintf("%s stale: %s", st.Tag, st.Detail)
 		}

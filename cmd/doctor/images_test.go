@@ -10,29 +10,29 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/sbx-sandbox/sbx/images"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // builtImages holds the bundled images as sbx builds them from the embedded files.
-func builtImages(t *testing.T) sandboxtest.ImageStore {
-	store := sandboxtest.ImageStore{}
+func builtImages(t *testing.T) enginetest.ImageStore {
+	store := enginetest.ImageStore{}
 	for _, profile := range images.Profiles {
 		tag, _ := images.TagFor(profile)
 		hash, err := images.Hash(images.Files, profile)
 		if err != nil {
 			t.Fatal(err)
 		}
-		store[tag] = sandboxtest.Image("sha256:abc", 327_000_000, "", map[string]string{sandbox.LabelDockerfileHash: hash})
+		store[tag] = enginetest.Image("sha256:abc", 327_000_000, "", map[string]string{imagebuild.LabelDockerfileHash: hash})
 	}
 	return store
 }
 
 // noImages is the ImageInspect of an engine where nothing was built yet.
-var noImages = sandboxtest.ImageStore{}.Inspect
+var noImages = enginetest.ImageStore{}.Inspect
 
 func TestImageChecks(t *testing.T) {
-	edited := sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox-common": "RUN true\n"})
+	edited := enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox-common": "RUN true\n"})
 
 	tests := []struct {
 		name    string
@@ -65,7 +65,7 @@ func TestImageChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: tt.inspect}
+			eng := &enginetest.FakeEngine{T: t, ImageInspectFn: tt.inspect}
 			checks := imageChecks(context.Background(), eng, tt.files)
 			if len(checks) != len(tt.want) {
 				t.Fatalf("%d checks, want %d: %+v", len(checks), len(tt.want), checks)

@@ -11,14 +11,15 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // BuildOptions are the inputs of "sbx image build".
 type BuildOptions struct {
 	IO     *iostreams.IOStreams
-	Engine func(context.Context) (sandbox.Engine, error)
+	Engine func(context.Context) (engine.Engine, error)
 	// Files holds the Dockerfiles; nil means the embedded ones.
 	Files fs.FS
 
@@ -57,9 +58,9 @@ sbx's own Dockerfiles but is why it is not the default.`,
 				return err
 			}
 			opts.Profiles = profiles
-			if !slices.Contains(sandbox.ProgressModes, opts.Progress) {
+			if !slices.Contains(cmdutil.ProgressModes, opts.Progress) {
 				return errs.Usagef("invalid --progress %q", opts.Progress).
-					WithHint("choose one of " + strings.Join(sandbox.ProgressModes, ", "))
+					WithHint("choose one of " + strings.Join(cmdutil.ProgressModes, ", "))
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -70,7 +71,7 @@ sbx's own Dockerfiles but is why it is not the default.`,
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.NoCache, "no-cache", false, "run every step again instead of using the engine's build cache")
 	fl.StringVar(&opts.Network, "network", "", "`network` for RUN steps (default: the engine's bridge); \"host\" when the bridge cannot reach a mirror")
-	fl.StringVar(&opts.Progress, "progress", sandbox.ProgressAuto, "progress `mode`: auto, plain or json")
+	fl.StringVar(&opts.Progress, "progress", cmdutil.ProgressAuto, "progress `mode`: auto, plain or json")
 	return cmd
 }
 
@@ -107,10 +108,10 @@ func buildRun(ctx context.Context, opts *BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	imgs := &sandbox.Images{Engine: eng, Files: opts.Files}
-	progress := &sandbox.Progress{Out: opts.IO.ErrOut, Mode: opts.Progress, TTY: opts.IO.IsStderrTTY(), Quiet: opts.IO.Quiet()}
+	imgs := &imagebuild.Images{Engine: eng, Files: opts.Files}
+	progress := &cmdutil.BuildProgress{Out: opts.IO.ErrOut, Mode: opts.Progress, TTY: opts.IO.IsStderrTTY(), Quiet: opts.IO.Quiet()}
 	for _, profile := range opts.Profiles {
-		if _, err := imgs.Build(ctx, profile, sandbox.BuildOptions{NoCache: opts.NoCache, Network: opts.Network, Progress: progress}); err != nil {
+		if _, err := imgs.Build(ctx, profile, imagebuild.BuildOptions{NoCache: opts.NoCache, Network: opts.Network, Progress: progress.Show}); err != nil {
 			return err
 		}
 	}

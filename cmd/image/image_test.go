@@ -17,19 +17,20 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 var now = time.Date(2025, 3, 4, 12, 0, 0, 0, time.UTC)
 
-func factory(ios *iostreams.IOStreams, eng sandbox.Engine) *cmdutil.Factory {
+func factory(ios *iostreams.IOStreams, eng engine.Engine) *cmdutil.Factory {
 	return &cmdutil.Factory{
 		IOStreams: ios,
 		Global:    &cmdutil.GlobalOptions{},
 		Now:       func() time.Time { return now },
-		Engine:    func(context.Context) (sandbox.Engine, error) { return eng, nil },
+		Engine:    func(context.Context) (engine.Engine, error) { return eng, nil },
 	}
 }
 
@@ -76,13 +77,13 @@ func TestBuildFlags(t *testing.T) {
 }
 
 // fakeEngine holds images by tag and builds new ones, labelled as asked.
-func fakeEngine(t *testing.T, tags sandboxtest.ImageStore, builds *[]string) *sandboxtest.FakeEngine {
-	return &sandboxtest.FakeEngine{T: t,
+func fakeEngine(t *testing.T, tags enginetest.ImageStore, builds *[]string) *enginetest.FakeEngine {
+	return &enginetest.FakeEngine{T: t,
 		ImageInspectFn: tags.Inspect,
 		ImageBuildFn: func(_ context.Context, _ io.Reader, o build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 			*builds = append(*builds, o.Tags[0])
 			id := fmt.Sprintf("sha256:%064d", len(*builds))
-			tags[o.Tags[0]] = labelled(id, o.Labels[sandbox.LabelDockerfileHash], 0)
+			tags[o.Tags[0]] = labelled(id, o.Labels[imagebuild.LabelDockerfileHash], 0)
 			stream := `{"stream":"Step 1/1 : FROM base\n"}` + "\n" + fmt.Sprintf(`{"aux":{"ID":%q}}`, id) + "\n"
 			return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(stream))}, nil
 		},
@@ -90,13 +91,13 @@ func fakeEngine(t *testing.T, tags sandboxtest.ImageStore, builds *[]string) *sa
 }
 
 func labelled(id, hash string, size int64) image.InspectResponse {
-	return sandboxtest.Image(id, size, now.Add(-50*time.Hour).Format(time.RFC3339Nano), map[string]string{sandbox.LabelDockerfileHash: hash})
+	return enginetest.Image(id, size, now.Add(-50*time.Hour).Format(time.RFC3339Nano), map[string]string{imagebuild.LabelDockerfileHash: hash})
 }
 
 func TestBuildRun(t *testing.T) {
 	ios, _, out, errOut := iostreams.Test()
 	var builds []string
-	eng := fakeEngine(t, sandboxtest.ImageStore{}, &builds)
+	eng := fakeEngine(t, enginetest.ImageStore{}, &builds)
 	err := buildRun(context.Background(), &BuildOptions{IO: ios, Engine: factory(ios, eng).Engine,
 		Profiles: []string{"sandbox", "common", "browser"}, Progress: "auto"})
 	if err != nil {
@@ -127,7 +128,7 @@ func TestBuildRunEngineDown(t *testing.T) {
 	ios, _, _, _ := iostreams.Test()
 	down := errs.Failure(fmt.Errorf("cannot reach the Docker engine"), "start Docker")
 	err := buildRun(context.Background(), &BuildOptions{IO: ios, Profiles: []string{"sandbox"},
-		Engine: func(context.Context) (sandbox.Engine, error) { return nil, down }})
+		Engine: func(context.Context) (engine.Engine, error) { return nil, down }})
 	if err != down {
 		t.Errorf("err = %v, want the engine's error unchanged", err)
 	}
@@ -135,9 +136,9 @@ func TestBuildRunEngineDown(t *testing.T) {
 
 // engineWithImages has the sandbox image current, the common image built from an older
 // Dockerfile, and no browser image.
-func engineWithImages(t *testing.T) *sandboxtest.FakeEngine {
+func engineWithImages(t *testing.T) *enginetest.FakeEngine {
 	sandboxHash, _ := images.Hash(images.Files, images.ProfileSandbox)
-	tags := sandboxtest.ImageStore{
+	tags := enginetest.ImageStore{
 		images.SandboxTag: labelled("sha256:1111111111112222222222", sandboxHash, 327_000_000),
 		images.CommonTag:  labelled("sha256:3333333333334444444444", "sha256:old", 1_850_000_000),
 	}
@@ -214,7 +215,7 @@ func TestLsJSON(t *testing.T) {
 
 // A changed Dockerfile (here through the injected file system) makes the image stale.
 func TestLsStaleAfterDockerfileChange(t *testing.T) {
-	m := sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
+	m := enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
 	out, _ := runLs(t, false, false, m)
 	if !strings.HasPrefix(out, "sandbox\tsbx-sandbox:bookworm-slim\tstale\t") {
 		t.Errorf("after changing Dockerfile.sandbox:\n%s", out)

@@ -14,13 +14,14 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // LsOptions are the inputs of "sbx image ls".
 type LsOptions struct {
 	IO     *iostreams.IOStreams
-	Engine func(context.Context) (sandbox.Engine, error)
+	Engine func(context.Context) (engine.Engine, error)
 	// Files holds the Dockerfiles; nil means the embedded ones.
 	Files fs.FS
 	Now   func() time.Time
@@ -61,7 +62,7 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	list, err := (&sandbox.Images{Engine: eng, Files: opts.Files}).List(ctx)
+	list, err := (&imagebuild.Images{Engine: eng, Files: opts.Files}).List(ctx)
 	if err != nil {
 		return err
 	}
@@ -82,13 +83,13 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	return nil
 }
 
-func printTable(opts *LsOptions, list []sandbox.ImageStatus) {
-	colors := map[string]lipgloss.Color{sandbox.ImagePresent: "2", sandbox.ImageStale: "3", sandbox.ImageMissing: "1"}
+func printTable(opts *LsOptions, list []imagebuild.ImageStatus) {
+	colors := map[string]lipgloss.Color{imagebuild.ImagePresent: "2", imagebuild.ImageStale: "3", imagebuild.ImageMissing: "1"}
 	rows := make([][]string, 0, len(list))
 	var notes []string
 	for _, st := range list {
 		size, age, id := "-", "-", "-"
-		if st.State != sandbox.ImageMissing {
+		if st.State != imagebuild.ImageMissing {
 			size = units.HumanSizeWithPrecision(float64(st.Size), 3)
 			id = strings.TrimPrefix(st.ID, "sha256:")[:min(12, len(strings.TrimPrefix(st.ID, "sha256:")))]
 			if !st.Created.IsZero() {
@@ -97,9 +98,9 @@ func printTable(opts *LsOptions, list []sandbox.ImageStatus) {
 		}
 		rows = append(rows, []string{st.Profile, st.Tag, st.State, size, age, id})
 		switch st.State {
-		case sandbox.ImageStale:
+		case imagebuild.ImageStale:
 			notes = append(notes, fmt.Sprintf("%s is stale: %s; rebuild it with: sbx image build %s", st.Profile, st.Detail, st.Profile))
-		case sandbox.ImageMissing:
+		case imagebuild.ImageMissing:
 			notes = append(notes, fmt.Sprintf("%s is missing: its first sandbox builds it, or build it now with: sbx image build %s", st.Profile, st.Profile))
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -43,7 +43,7 @@ func TestLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ios, _, out, errOut := iostreams.Test()
-	fake := &sandboxtest.FakeEngine{T: t}
+	fake := &enginetest.FakeEngine{T: t}
 	f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": filepath.Join(home, "state")}, home, project, now, fake)
 	list := []container.Summary{summaryFor(t, f, project, "web", 1<<30), summaryFor(t, f, project, "db", 2<<30)}
 	fake.ContainerListFn = func(context.Context, container.ListOptions) ([]container.Summary, error) { return list, nil }
@@ -87,7 +87,7 @@ func TestLsSandboxSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	ios, _, out, _ := iostreams.Test()
-	fake := &sandboxtest.FakeEngine{T: t}
+	fake := &enginetest.FakeEngine{T: t}
 	f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": filepath.Join(home, "state")}, home, project, now, fake)
 	for _, tt := range []struct {
 		order []string

@@ -13,9 +13,9 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func TestNewCmdPauseAndResumeFlags(t *testing.T) {
@@ -50,7 +50,7 @@ func TestNewCmdPauseAndResumeFlags(t *testing.T) {
 func TestPauseRunAndResumeRun(t *testing.T) {
 	status := map[string]container.ContainerState{"web": container.StateRunning, "db": container.StatePaused}
 	var paused, unpaused []string
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &enginetest.FakeEngine{T: t,
 		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) {
 			name := strings.TrimPrefix(strings.TrimPrefix(id, "sbx-"), "id-")
 			st, ok := status[name]

@@ -12,9 +12,10 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func managed(name string) container.InspectResponse {
@@ -27,7 +28,7 @@ func managed(name string) container.InspectResponse {
 func TestRmRemovesTheRestWhenOneIsMissing(t *testing.T) {
 	ios, _, out, errOut := iostreams.Test()
 	var removed []string
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &enginetest.FakeEngine{T: t,
 		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) {
 			if id == "sbx-ghost" {
 				return container.InspectResponse{}, cerrdefs.ErrNotFound
@@ -55,8 +56,8 @@ func TestRmRemovesTheRestWhenOneIsMissing(t *testing.T) {
 func TestRmEngineDown(t *testing.T) {
 	ios, _, _, _ := iostreams.Test()
 	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	f.Engine = func(context.Context) (sandbox.Engine, error) {
-		return nil, sandbox.Unreachable(sandbox.Endpoint{Host: "unix:///x.sock", Source: "DOCKER_HOST"}, errors.New("connection refused"))
+	f.Engine = func(context.Context) (engine.Engine, error) {
+		return nil, engine.Unreachable(engine.Endpoint{Host: "unix:///x.sock", Source: "DOCKER_HOST"}, errors.New("connection refused"))
 	}
 	err := rmRun(context.Background(), &RmOptions{IO: ios, Factory: f, Names: []string{"a"}})
 	if errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(err.Error(), "unix:///x.sock") {
@@ -66,7 +67,7 @@ func TestRmEngineDown(t *testing.T) {
 
 func TestRmRunningNeedsForce(t *testing.T) {
 	ios, _, _, _ := iostreams.Test()
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &enginetest.FakeEngine{T: t,
 		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) { return managed("a"), nil },
 	}
 	f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": t.TempDir()}, t.TempDir(), t.TempDir(), time.Now(), fake)

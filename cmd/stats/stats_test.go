@@ -13,9 +13,9 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func TestNewCmdStatsFlags(t *testing.T) {
@@ -50,12 +50,12 @@ func TestNewCmdStatsFlags(t *testing.T) {
 	}
 }
 
-func statsEngine(t *testing.T) *sandboxtest.FakeEngine {
+func statsEngine(t *testing.T) *enginetest.FakeEngine {
 	summary := func(name string, state container.ContainerState) container.Summary {
 		return container.Summary{ID: "id-" + name, Names: []string{"/" + sandbox.ContainerName(name)}, State: state,
 			Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: name}}
 	}
-	return &sandboxtest.FakeEngine{T: t,
+	return &enginetest.FakeEngine{T: t,
 		ContainerListFn: func(context.Context, container.ListOptions) ([]container.Summary, error) {
 			return []container.Summary{summary("web", container.StateRunning), summary("old", container.StateExited), summary("db", container.StatePaused)}, nil
 		},

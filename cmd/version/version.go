@@ -10,14 +10,14 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // VersionOptions are the inputs of "sbx version".
 type VersionOptions struct {
 	IO     *iostreams.IOStreams
-	Engine func(context.Context) (sandbox.Engine, error)
+	Engine func(context.Context) (engine.Engine, error)
 	JSON   bool
 	Client bool
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // flood is more than any tool keeps of what the sandbox says, and more than a tool's own
@@ -19,9 +19,9 @@ const flood = 256 << 20
 
 // answering is a sandbox whose commands answer as answer says, given the name the script
 // runs under (sbx-file, sbx-script, sbx-logs...).
-func answering(t *testing.T, answer func(script string) sandboxtest.Answer) func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
-	fake := &sandboxtest.FakeEngine{T: t}
-	fake.AnswerExecs(func(cmd []string) sandboxtest.Answer {
+func answering(t *testing.T, answer func(script string) enginetest.Answer) func(context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
+	fake := &enginetest.FakeEngine{T: t}
+	fake.AnswerExecs(func(cmd []string) enginetest.Answer {
 		for _, a := range cmd {
 			if strings.HasPrefix(a, "sbx-") && a != "sbx-exec" {
 				return answer(a)
@@ -37,13 +37,13 @@ func answering(t *testing.T, answer func(script string) sandboxtest.Answer) func
 }
 
 func TestFileToolsFailPastTheirCap(t *testing.T) {
-	cs := connect(t, resolved(nil), answering(t, func(string) sandboxtest.Answer {
-		return sandboxtest.Answer{Stdout: io.MultiReader(strings.NewReader("12\n"), sandboxtest.Repeat('a', flood))}
+	cs := connect(t, resolved(nil), answering(t, func(string) enginetest.Answer {
+		return enginetest.Answer{Stdout: io.MultiReader(strings.NewReader("12\n"), enginetest.Repeat('a', flood))}
 	}))
 	for tool, args := range map[string]any{"read_file": map[string]any{"path": "/etc/x"}, "list_files": map[string]any{"path": "/etc"}} {
 		var msg string
 		var isErr bool
-		if n := sandboxtest.Allocated(func() { res := call(t, cs, tool, args); msg, isErr = text(res), res.IsError }); n > flood/4 {
+		if n := enginetest.Allocated(func() { res := call(t, cs, tool, args); msg, isErr = text(res), res.IsError }); n > flood/4 {
 			t.Errorf("%s: %d bytes allocated for %d bytes of output", tool, n, flood)
 		}
 		if !isErr || !strings.Contains(msg, "larger than") || len(msg) > 300 {
@@ -54,18 +54,18 @@ func TestFileToolsFailPastTheirCap(t *testing.T) {
 
 // process_output keeps only the end of each stream, however much the sandbox sends.
 func TestProcessOutputKeepsOnlyTheEnd(t *testing.T) {
-	cs := connect(t, resolved(nil), answering(t, func(script string) sandboxtest.Answer {
+	cs := connect(t, resolved(nil), answering(t, func(script string) enginetest.Answer {
 		switch script {
 		case "sbx-script":
-			return sandboxtest.Answer{Stdout: strings.NewReader("abc123\t7\t1700000000.000000\t0\t1700000001.000000\t0\t0\t0\t0\t262144\t{\"command\":[\"yes\"]}\n")}
+			return enginetest.Answer{Stdout: strings.NewReader("abc123\t7\t1700000000.000000\t0\t1700000001.000000\t0\t0\t0\t0\t262144\t{\"command\":[\"yes\"]}\n")}
 		case "sbx-logs":
-			return sandboxtest.Answer{Stdout: io.MultiReader(sandboxtest.Repeat('o', flood), strings.NewReader("\nlast line\n"))}
+			return enginetest.Answer{Stdout: io.MultiReader(enginetest.Repeat('o', flood), strings.NewReader("\nlast line\n"))}
 		}
 		t.Errorf("unexpected command %q", script)
-		return sandboxtest.Answer{Code: 1}
+		return enginetest.Answer{Code: 1}
 	}))
 	var res OutputOutput
-	n := sandboxtest.Allocated(func() {
+	n := enginetest.Allocated(func() {
 		r := call(t, cs, "process_output", map[string]any{"id": "abc123"})
 		if err := json.Unmarshal([]byte(text(r)), &res); err != nil || r.IsError {
 			t.Fatalf("%v: %.300s", err, text(r))

@@ -11,9 +11,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func TestEvictionOrderIsLeastRecentlyUsedFirst(t *testing.T) {
@@ -40,12 +40,12 @@ func TestEvictionOrderIsLeastRecentlyUsedFirst(t *testing.T) {
 // capEngine is a fake engine with running sandboxes s1..s3 (least recently used first) and
 // a stopped target, recording what is paused, stopped and started.
 type capEngine struct {
-	*sandboxtest.FakeEngine
+	*enginetest.FakeEngine
 	paused, stopped, started []string
 }
 
 func newCapEngine(t *testing.T, in sandbox.SpecInput, targetStatus container.ContainerState, extra ...string) (*capEngine, *sandbox.Manager) {
-	e := &capEngine{FakeEngine: &sandboxtest.FakeEngine{}}
+	e := &capEngine{FakeEngine: &enginetest.FakeEngine{}}
 	target := inspectOf(t, in, targetStatus)
 	e.ContainerInspectFn = func(_ context.Context, id string) (container.InspectResponse, error) {
 		if id == sandbox.ContainerName(in.Name) || id == target.ID {

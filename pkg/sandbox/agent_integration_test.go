@@ -17,8 +17,9 @@ import (
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // The agent directory was writable from inside in sandboxes of older sbx versions. A link
@@ -99,7 +100,7 @@ func TestAgentKilledFromInside(t *testing.T) {
 // A sandbox on an image that is not bundled has no agent: its commands use the engine's
 // exec, and its main process is the plain keep-alive.
 func TestNoAgentForOtherImages(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	tag := "sbx-test-custom:" + testRun
 	buildCustomImage(t, eng, tag)
 	e := newEnvAgents(t, true, func(c *config.Config) { c.Image = tag })
@@ -115,11 +116,11 @@ func (e *env) agentDir() string { return filepath.Join(e.m.State.Dir, "agent", e
 
 // buildCustomImage makes tag, a copy of the bundled sandbox image under a name sbx does not
 // know, and removes it when the test ends.
-func buildCustomImage(t *testing.T, eng sandbox.Engine, tag string) {
+func buildCustomImage(t *testing.T, eng engine.Engine, tag string) {
 	t.Helper()
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
-	df := []byte("FROM " + images.SandboxTag + "\nLABEL " + sandboxtest.TestLabel + "=" + testRun + "\n")
+	df := []byte("FROM " + images.SandboxTag + "\nLABEL " + enginetest.TestLabel + "=" + testRun + "\n")
 	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
 		t.Fatal(err)
 	}

@@ -21,15 +21,15 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // browserEngine fakes an engine on which a browser sandbox starts: the published DevTools
 // port is a local test server's, so the wait really goes over loopback HTTP.
 type browserEngine struct {
-	fake      *sandboxtest.FakeEngine
+	fake      *enginetest.FakeEngine
 	created   *container.Config
 	host      *container.HostConfig
 	removed   []string
@@ -48,7 +48,7 @@ func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 		sandbox.BrowserCDPPort:   {{HostIP: "127.0.0.1", HostPort: cdpPort}},
 		sandbox.BrowserNoVNCPort: {{HostIP: "127.0.0.1", HostPort: "49999"}},
 	}
-	e.fake = &sandboxtest.FakeEngine{
+	e.fake = &enginetest.FakeEngine{
 		T: t,
 		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
 			return image.InspectResponse{ID: "sha256:img"}, nil
@@ -87,7 +87,7 @@ func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 			return container.InspectResponse{
 				ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &st},
 				Config:            e.created,
-				NetworkSettings:   sandboxtest.NetworkSettings(ports),
+				NetworkSettings:   enginetest.NetworkSettings(ports),
 			}, nil
 		},
 		ContainerLogsFn: func(_ context.Context, id string, o container.LogsOptions) (io.ReadCloser, error) {
@@ -255,7 +255,7 @@ func TestStartBrowserRefusals(t *testing.T) {
 			in := browserInput(true)
 			in.Config.Network = n
 			// No call is stubbed: the refusal comes before the engine is asked anything.
-			_, err := fakeManager(t, &sandboxtest.FakeEngine{}).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
+			_, err := fakeManager(t, &enginetest.FakeEngine{}).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
 			if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "network: bridge") {
 				t.Errorf("err = %v, hint %q", err, errs.Hint(err))
 			}

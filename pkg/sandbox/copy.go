@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/archive"
+	"github.com/sbx-sandbox/sbx/pkg/termtext"
 )
 
 // Copies go through an exec in the running sandbox, never through the engine's archive
@@ -597,7 +598,7 @@ func (p *protoWriter) failure(sandbox, what, messages string) *CopyError {
 		return nil
 	}
 	e := &CopyError{Kind: errLine[0], Sandbox: sandbox, Path: what}
-	arg := cleanLine(errLine[1])
+	arg := termtext.Clean(errLine[1])
 	switch e.Kind {
 	case CopyReadOnly:
 		e.Mount = arg
@@ -612,7 +613,7 @@ func (p *protoWriter) failure(sandbox, what, messages string) *CopyError {
 		e.Kind, e.Detail = CopyFailed, "tar in the sandbox: exit status "+arg+copyDetail(messages)
 		for _, l := range strings.Split(messages, "\n") {
 			if _, owner, ok := strings.Cut(l, "Cannot change ownership to "); ok {
-				e.Kind, e.Detail = CopyOwner, "the sandbox user cannot give files to "+cleanLine(strings.TrimSuffix(owner, ": Operation not permitted"))+
+				e.Kind, e.Detail = CopyOwner, "the sandbox user cannot give files to "+termtext.Clean(strings.TrimSuffix(owner, ": Operation not permitted"))+
 					" (it has no capabilities; -a keeps an owner only when it is the sandbox user)"
 				break
 			}
@@ -630,7 +631,7 @@ func (p *protoWriter) failure(sandbox, what, messages string) *CopyError {
 
 // copyDetail formats the sandbox's messages to follow an error, one line, bounded.
 func copyDetail(messages string) string {
-	s := cleanLine(strings.Join(strings.Fields(messages), " "))
+	s := termtext.Clean(strings.Join(strings.Fields(messages), " "))
 	if s == "" {
 		return ""
 	}

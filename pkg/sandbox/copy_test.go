@@ -27,8 +27,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/pkg/archive"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // hostEngine is a fake engine whose execs run on this machine, in the test's directories:
@@ -59,7 +59,7 @@ func newHostManager(t *testing.T) *sandbox.Manager {
 		t.Skip("the copy scripts use GNU tools")
 	}
 	h := &hostEngine{t: t, cmds: map[string][]string{}, procs: map[string]*hostProc{}}
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &enginetest.FakeEngine{T: t,
 		ContainerExecCreateFn: func(_ context.Context, _ string, o container.ExecOptions) (container.ExecCreateResponse, error) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
@@ -503,7 +503,7 @@ func TestCopyOutGuardsAndUmask(t *testing.T) {
 }
 
 func TestInspectListsWritableBinds(t *testing.T) {
-	fake := &sandboxtest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+	fake := &enginetest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 		return container.InspectResponse{
 			ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
 			Config:            &container.Config{Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: "box"}},

@@ -15,10 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -499,12 +501,11 @@ func (m *Manager) cancelExec(ctx context.Context, sb *Sandbox, id string) {
 
 // execErr turns an engine failure to start an exec into plain words.
 func (m *Manager) execErr(ctx context.Context, sb *Sandbox, err error) error {
-	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "is not running"), strings.Contains(msg, "is paused"):
+	case cerrdefs.IsConflict(err): // the container is not running, or is paused
 		return errs.Failure(fmt.Errorf("sandbox %q stopped before the command could start: %w", sb.Name, err),
 			"run the command again: sbx exec starts a stopped sandbox")
-	case strings.Contains(msg, "resource temporarily unavailable"), strings.Contains(msg, "pids"):
+	case engine.IsProcessLimit(err):
 		return errs.Failure(fmt.Errorf("sandbox %q process limit reached: %w", sb.Name, err),
 			"wait for running commands to end, or raise pidsLimit (sbx explain shows where it is set)")
 	}

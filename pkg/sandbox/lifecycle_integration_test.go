@@ -21,8 +21,9 @@ import (
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 var unsafeNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
@@ -78,7 +79,7 @@ func (e *env) checkTransport(agents bool) {
 
 func newEnvAgents(t *testing.T, agents bool, mutate func(*config.Config)) *env {
 	t.Helper()
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -98,10 +99,10 @@ func newEnvAgents(t *testing.T, agents bool, mutate func(*config.Config)) *env {
 	e := &env{t: t, dir: dir,
 		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now, Agents: agents,
 			BuildImage: func(ctx context.Context, image string) error {
-				_, err := sandbox.EnsureImage(ctx, eng, image, nil)
+				_, err := (&imagebuild.Images{Engine: eng}).Ensure(ctx, image, nil)
 				return err
 			}},
-		in: sandbox.SpecInput{Name: name, ProjectRoot: dir, Config: cfg, Version: "test", ExtraLabels: map[string]string{sandboxtest.TestLabel: testRun}},
+		in: sandbox.SpecInput{Name: name, ProjectRoot: dir, Config: cfg, Version: "test", ExtraLabels: map[string]string{enginetest.TestLabel: testRun}},
 	}
 	t.Cleanup(func() {
 		ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
@@ -27,7 +28,7 @@ const IdleRecreate = 5 * time.Minute
 
 // Manager runs the sandbox lifecycle against an engine.
 type Manager struct {
-	Engine Engine
+	Engine engine.Engine
 	State  *StateStore
 	Now    func() time.Time
 	// Progress receives one-line announcements for stderr (created, recreated, started).
@@ -384,7 +385,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		}
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
-	if err != nil && in.AgentDir != "" && strings.Contains(err.Error(), in.AgentDir) {
+	if engine.RefusedMount(err, in.AgentDir) {
 		// The engine cannot see our directory (a socket forwarded from another machine, a
 		// confined engine): the sandbox goes without the agent.
 		_ = m.State.remove(in.AgentDir)
@@ -449,7 +450,7 @@ func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
 
 func (m *Manager) engineStart(ctx context.Context, sb *Sandbox) error {
 	if err := m.Engine.ContainerStart(ctx, sb.ID, container.StartOptions{}); err != nil {
-		if strings.Contains(err.Error(), "bind source path does not exist") {
+		if engine.IsMissingBindSource(err) {
 			// A protected path (or a bind) removed on the host since create: the engine
 			// mounts the same paths at every start.
 			return errs.Failure(fmt.Errorf("starting sandbox %q: %w", sb.Name, err),

@@ -20,14 +20,14 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 var clock = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func fakeManager(t *testing.T, fake *sandboxtest.FakeEngine) *sandbox.Manager {
+func fakeManager(t *testing.T, fake *enginetest.FakeEngine) *sandbox.Manager {
 	fake.T = t
 	return &sandbox.Manager{Engine: fake, State: &sandbox.StateStore{Dir: t.TempDir(), Now: func() time.Time { return clock }}, Now: func() time.Time { return clock }}
 }
@@ -57,7 +57,7 @@ func TestEnsureAdoptsAfterNameConflict(t *testing.T) {
 	in := specInput()
 	inspects := 0
 	started := ""
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			inspects++
 			if inspects == 1 {
@@ -87,7 +87,7 @@ func TestEnsureRefusesForeignContainer(t *testing.T) {
 		"inherited image labels": {sandbox.LabelManaged: "true", sandbox.LabelProfile: "sandbox"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fake := &sandboxtest.FakeEngine{
+			fake := &enginetest.FakeEngine{
 				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 					return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "x"}, Config: &container.Config{Labels: labels}}, nil
 				},
@@ -102,7 +102,7 @@ func TestEnsureRefusesForeignContainer(t *testing.T) {
 }
 
 func TestEnsureMissingImage(t *testing.T) {
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
@@ -121,7 +121,7 @@ func TestEnsureCreatesWithVolumeAndTmpfsForImageVolumes(t *testing.T) {
 	in.Config.Workspace = "none"
 	var gotVolume string
 	var gotHost *container.HostConfig
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
@@ -151,7 +151,7 @@ func TestEnsureCreatesWithVolumeAndTmpfsForImageVolumes(t *testing.T) {
 // found idle with a changed configuration, as exec would.
 func TestEnsureMustExist(t *testing.T) {
 	t.Run("missing", func(t *testing.T) {
-		fake := &sandboxtest.FakeEngine{ // no ContainerCreateFn: a create fails the test
+		fake := &enginetest.FakeEngine{ // no ContainerCreateFn: a create fails the test
 			ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 				return container.InspectResponse{}, errNotFound
 			},
@@ -176,7 +176,7 @@ func TestEnsureMustExist(t *testing.T) {
 }
 
 func TestEngineErrorsAreFailures(t *testing.T) {
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errors.New("Cannot connect to the Docker daemon")
 		},
@@ -194,7 +194,7 @@ func TestEngineErrorsAreFailures(t *testing.T) {
 func TestRemoveNeedsForceWhenRunning(t *testing.T) {
 	in := specInput()
 	removed := false
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return inspectOf(t, in, container.StateRunning), nil
 		},
@@ -213,7 +213,7 @@ func TestRemoveNeedsForceWhenRunning(t *testing.T) {
 }
 
 func TestRemoveMissing(t *testing.T) {
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
@@ -239,7 +239,7 @@ func TestRemoveLeavesWhatLabelsName(t *testing.T) {
 			if err := os.Chmod(victim, 0o750); err != nil {
 				t.Fatal(err)
 			}
-			fake := &sandboxtest.FakeEngine{ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { return nil }}
+			fake := &enginetest.FakeEngine{ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { return nil }}
 			m := fakeManager(t, fake)
 			labelled := victim
 			if link {
@@ -286,7 +286,7 @@ func TestRemoveLeavesWhatLabelsName(t *testing.T) {
 // create-settings label. rm still removes its agent directory, found by its name.
 func TestRemoveSandboxOfAnOlderSbx(t *testing.T) {
 	in := specInput()
-	fake := &sandboxtest.FakeEngine{ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { return nil }}
+	fake := &enginetest.FakeEngine{ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { return nil }}
 	m := fakeManager(t, fake)
 	dir := filepath.Join(m.State.Dir, "agent", in.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -316,11 +316,11 @@ func TestRemoveSandboxOfAnOlderSbx(t *testing.T) {
 // The image's dev.sbx.* labels reach BuildSpec, which overrides them on the container.
 func TestCreateOverridesImageLabels(t *testing.T) {
 	var labels map[string]string
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
-		ImageInspectFn: sandboxtest.ImageStore{"sbx-sandbox:bookworm-slim": sandboxtest.Image("sha256:1", 1, "", map[string]string{
+		ImageInspectFn: enginetest.ImageStore{"sbx-sandbox:bookworm-slim": enginetest.Image("sha256:1", 1, "", map[string]string{
 			"dev.sbx.agent-dir": "/home/u", sandbox.LabelCreateSettings: `[{"Key":"network","Values":["host"]}]`,
 		})}.Inspect,
 		ContainerCreateFn: func(_ context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
@@ -350,7 +350,7 @@ func TestFindOrphans(t *testing.T) {
 	ours := func(name string) map[string]string {
 		return map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: name}
 	}
-	fake := &sandboxtest.FakeEngine{VolumeListFn: func(context.Context, volume.ListOptions) (volume.ListResponse, error) {
+	fake := &enginetest.FakeEngine{VolumeListFn: func(context.Context, volume.ListOptions) (volume.ListResponse, error) {
 		return volume.ListResponse{Volumes: []*volume.Volume{
 			vol("sbx-gone-ws", ours("gone")),
 			vol("sbx-live-ws", ours("live")),
@@ -485,7 +485,7 @@ func TestStateStore(t *testing.T) {
 
 func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
 	removed := ""
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
@@ -512,7 +512,7 @@ func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
 func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
 	in := specInput()
 	var creates []*container.Config
-	fake := &sandboxtest.FakeEngine{
+	fake := &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
@@ -546,6 +546,40 @@ func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
 	}
 }
 
+// An exec the engine refuses is explained by the engine's error class, or, for the process
+// limit, which has none of its own, by engine.IsProcessLimit.
+func TestExecRefusedByTheEngine(t *testing.T) {
+	for _, tt := range []struct {
+		name, want, wantHint string // no hint when wantHint is ""
+		err                  error
+	}{
+		{"stopped", `sandbox "web" stopped before the command could start`, "sbx exec starts a stopped sandbox",
+			cerrdefs.ErrConflict.WithMessage("Container c1 is not running")},
+		{"paused", `sandbox "web" stopped before the command could start`, "sbx exec starts a stopped sandbox",
+			cerrdefs.ErrConflict.WithMessage("Container c1 is paused, unpause the container before exec")},
+		{"process limit", `sandbox "web" process limit reached`, "raise pidsLimit",
+			cerrdefs.ErrInternal.WithMessage("OCI runtime exec failed: exec failed: unable to start container process: fork/exec /usr/bin/bash: resource temporarily unavailable: unknown")},
+		{"other", `running a command in sandbox "web": No such container: c1`, "",
+			cerrdefs.ErrNotFound.WithMessage("No such container: c1")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &enginetest.FakeEngine{T: t,
+				ContainerExecCreateFn: func(context.Context, string, container.ExecOptions) (container.ExecCreateResponse, error) {
+					return container.ExecCreateResponse{}, tt.err
+				}}
+			m := &sandbox.Manager{Engine: fake, Now: time.Now}
+			sb := &sandbox.Sandbox{Name: "web", ID: "c1", Status: "running"}
+			_, err := m.Exec(context.Background(), sb, sandbox.ExecOptions{Cmd: []string{"true"}})
+			hint := errs.Hint(err)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, tt.err) || errs.ExitCode(err) != errs.CodeFailure ||
+				!strings.Contains(hint, tt.wantHint) || (tt.wantHint == "") != (hint == "") {
+				t.Errorf("err = %v (hint %q, exit %d), want %q with a hint naming %q, exit %d",
+					err, hint, errs.ExitCode(err), tt.want, tt.wantHint, errs.CodeFailure)
+			}
+		})
+	}
+}
+
 // With --debug, a command that goes through the engine's exec says why, in one line.
 func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
 	for _, tt := range []struct {
@@ -558,7 +592,7 @@ func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stop := errors.New("no engine here")
-			fake := &sandboxtest.FakeEngine{
+			fake := &enginetest.FakeEngine{
 				ContainerExecCreateFn: func(context.Context, string, container.ExecOptions) (container.ExecCreateResponse, error) {
 					return container.ExecCreateResponse{}, stop
 				},
@@ -583,10 +617,10 @@ func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
 
 // driftEngine serves sb as the existing sandbox until it is removed, then records what is
 // created in its place.
-func driftEngine(t *testing.T, sb *sandbox.Sandbox, status container.ContainerState) (*sandboxtest.FakeEngine, *container.Config) {
+func driftEngine(t *testing.T, sb *sandbox.Sandbox, status container.ContainerState) (*enginetest.FakeEngine, *container.Config) {
 	created := &container.Config{}
 	removed := false
-	return &sandboxtest.FakeEngine{
+	return &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			if removed {
 				return container.InspectResponse{}, errNotFound
@@ -695,7 +729,7 @@ func TestRunning(t *testing.T) {
 	} {
 		t.Run(string(status), func(t *testing.T) {
 			current := status
-			fake := &sandboxtest.FakeEngine{
+			fake := &enginetest.FakeEngine{
 				ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 					return inspectOf(t, specInput(), current), nil
 				},
@@ -712,7 +746,7 @@ func TestRunning(t *testing.T) {
 			}
 		})
 	}
-	fake := &sandboxtest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+	fake := &enginetest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 		return container.InspectResponse{}, errNotFound
 	}}
 	if _, _, err := fakeManager(t, fake).Running(context.Background(), "gone", config.Defaults()); !sandbox.IsNotFound(err) {

@@ -61,7 +61,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, name string, opts *network.
 	if err == nil {
 		return nil
 	}
-	if !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "already exists") {
+	if !cerrdefs.IsConflict(err) {
 		return engineErr(fmt.Sprintf("creating the network of sandbox %q", name), err)
 	}
 	n, ierr := m.Engine.NetworkInspect(ctx, NetworkName(name), network.InspectOptions{})

@@ -19,16 +19,16 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // createEngine is a fake engine on which the sandbox does not exist yet; it records what
 // ContainerCreate was given.
-func createEngine(host **container.HostConfig) *sandboxtest.FakeEngine {
-	return &sandboxtest.FakeEngine{
+func createEngine(host **container.HostConfig) *enginetest.FakeEngine {
+	return &enginetest.FakeEngine{
 		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 			return container.InspectResponse{}, errNotFound
 		},
@@ -85,7 +85,7 @@ func TestCreateRWMountsProtectedPaths(t *testing.T) {
 
 func TestCreateRWRefusedBeforeTheEngineIsAsked(t *testing.T) {
 	// Only Inspect is stubbed: neither the image nor a container may be touched.
-	fake := &sandboxtest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+	fake := &enginetest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
 		return container.InspectResponse{}, errNotFound
 	}}
 	m := fakeManager(t, fake)

@@ -21,15 +21,19 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
-// Labels sbx puts on every sandbox, besides LabelManaged and LabelProfile (image.go) and
-// LabelAgent (agent.go). Nothing without LabelManaged=true is ever touched. Containers
-// inherit their image's labels, so BuildSpec sets every one of these, empty when it has
-// nothing to say, and empties any other dev.sbx.* label the image carries: what sbx reads
-// back under labelPrefix is always its own.
+// Labels sbx puts on every sandbox, besides LabelAgent (agent.go). Nothing without
+// LabelManaged=true is ever touched. Containers inherit their image's labels, so BuildSpec
+// sets every one of these, empty when it has nothing to say, and empties any other dev.sbx.*
+// label the image carries: what sbx reads back under labelPrefix is always its own.
 const (
+	// LabelManaged and LabelProfile are those of the bundled images, so one filter finds
+	// everything sbx made.
+	LabelManaged    = imagebuild.LabelManaged
+	LabelProfile    = imagebuild.LabelProfile
 	labelPrefix     = "dev.sbx."
 	LabelName       = "dev.sbx.name"
 	LabelProject    = "dev.sbx.project"

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
@@ -138,7 +139,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		LabelManaged: "true", LabelName: "other", LabelProject: "/", LabelConfigHash: "x", LabelConfig: "{}",
 		LabelCreatedAt: "2000-01-01T00:00:00Z", LabelVersion: "v0", LabelProfile: "browser", LabelWorkspace: "none",
 		LabelCreateSettings: `[{"Key":"network","Values":["host"],"Source":{"Layer":"flag"}}]`,
-		LabelAgent:          AgentVersion, LabelDockerfileHash: "x",
+		LabelAgent:          AgentVersion, imagebuild.LabelDockerfileHash: "x",
 		"dev.sbx.agent-dir": "/home/u", "dev.sbx.future": "x", "org.example.title": "the image's own",
 	}
 	own := func(s *Spec) map[string]string {
@@ -157,7 +158,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		in.ExtraLabels = map[string]string{"sbx.test": "r1", "dev.sbx.agent-dir": "/extra"}
 	})
 	want := own(s)
-	want[LabelDockerfileHash], want["dev.sbx.agent-dir"], want["dev.sbx.future"], want["sbx.test"] = "", "", "", "r1"
+	want[imagebuild.LabelDockerfileHash], want["dev.sbx.agent-dir"], want["dev.sbx.future"], want["sbx.test"] = "", "", "", "r1"
 	if !reflect.DeepEqual(s.Container.Labels, want) {
 		t.Errorf("over an image's labels:\n got %v\nwant %v", s.Container.Labels, want)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
 
 // baseImage is the one image the private engine gets: it has bash and setsid, which sbx's
@@ -189,11 +189,11 @@ func (e *privateEngine) loadImage(ref string) {
 	e.t.Helper()
 	ctx := context.Background()
 	home, _ := os.UserHomeDir()
-	ep, err := sandbox.ResolveEndpoint(os.Getenv, home)
+	ep, err := engine.ResolveEndpoint(os.Getenv, home)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	shared, err := sandbox.Connect(ctx, ep, nil)
+	shared, err := engine.Connect(ctx, ep, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func (e *privateEngine) loadImage(ref string) {
 // still lists the sandboxes and exec brings them back.
 func TestFaultEngineRestarted(t *testing.T) {
 	sc := faultsGroup.start(t)
-	sandboxtest.RealEngine(t) // the base image comes from the shared engine: skip (or fail in CI) without one
+	enginetest.RealEngine(t) // the base image comes from the shared engine: skip (or fail in CI) without one
 	e := startPrivateEngine(t)
 	e.loadImage(baseImage)
 	s := newSBXOn(t, e.cli, e.host)

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -223,7 +224,7 @@ func TestFaultEngineStopped(t *testing.T) {
 		{"missing socket", "unix://" + filepath.Join(dir, "missing.sock"), 5 * time.Second},
 		{"socket nobody listens on", "unix://" + refused, 5 * time.Second},
 		{"closed loopback port", "tcp://" + closedPort, 5 * time.Second},
-		{"engine that never answers", "unix://" + hung, sandbox.ConnectTimeout + 5*time.Second},
+		{"engine that never answers", "unix://" + hung, engine.ConnectTimeout + 5*time.Second},
 	}
 	for _, ep := range endpoints {
 		t.Run(ep.label, func(t *testing.T) {
@@ -340,7 +341,7 @@ func subcommands(t *testing.T, s *sbx) []string {
 
 // noEngine stands in for the engine of a test whose engine is dead on purpose: there is
 // nothing to clean up on it. Any other call panics on the nil Engine.
-type noEngine struct{ sandbox.Engine }
+type noEngine struct{ engine.Engine }
 
 func (noEngine) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
 	return nil, nil

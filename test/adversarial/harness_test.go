@@ -20,15 +20,16 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // sbx runs the real binary as a user would: its own HOME, config and state directories, a
 // fresh project directory, and the run's label on every sandbox it creates.
 type sbx struct {
 	t       *testing.T
-	eng     sandbox.Engine // the engine sbx talks to, for checks and cleanup
+	eng     engine.Engine // the engine sbx talks to, for checks and cleanup
 	home    string
 	project string
 	env     []string
@@ -50,12 +51,12 @@ func (r result) String() string {
 // when t ends, however it ends.
 func newSBX(t *testing.T) *sbx {
 	t.Helper()
-	return newSBXOn(t, sandboxtest.RealEngine(t), "")
+	return newSBXOn(t, enginetest.RealEngine(t), "")
 }
 
 // newSBXOn gives t an sbx against eng, reached through dockerHost ("" keeps the caller's
 // DOCKER_HOST).
-func newSBXOn(t *testing.T, eng sandbox.Engine, dockerHost string) *sbx {
+func newSBXOn(t *testing.T, eng engine.Engine, dockerHost string) *sbx {
 	t.Helper()
 	// The project is not a sibling of $HOME, so a path above it is not judged as "contains
 	// your home directory".
@@ -84,7 +85,7 @@ func newSBXOn(t *testing.T, eng sandbox.Engine, dockerHost string) *sbx {
 func (s *sbx) removeAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	mine := filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+run), filters.Arg("label", sandbox.LabelProject+"="+s.project))
+	mine := filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+run), filters.Arg("label", sandbox.LabelProject+"="+s.project))
 	list, err := s.eng.ContainerList(ctx, container.ListOptions{All: true, Filters: mine})
 	if err != nil {
 		s.t.Errorf("cleanup: listing containers: %v", err)

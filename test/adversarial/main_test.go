@@ -14,8 +14,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
 
 // run labels everything this run creates (sbx.test=run), so the final sweep finds leftovers.
@@ -74,20 +74,20 @@ func mainRun(m *testing.M) int {
 // sweep removes whatever a failed test left on the shared engine under this run's label.
 func sweep() error {
 	home, _ := os.UserHomeDir()
-	ep, err := sandbox.ResolveEndpoint(os.Getenv, home)
+	ep, err := engine.ResolveEndpoint(os.Getenv, home)
 	if err != nil {
 		return nil
 	}
 	ctx := context.Background()
-	eng, err := sandbox.Connect(ctx, ep, nil)
+	eng, err := engine.Connect(ctx, ep, nil)
 	if err != nil {
 		return nil // no engine: the tests said so already
 	}
 	defer eng.Close()
-	if err := sandboxtest.Sweep(ctx, eng, run); err != nil {
+	if err := enginetest.Sweep(ctx, eng, run); err != nil {
 		return err
 	}
-	vols, err := eng.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", sandboxtest.TestLabel+"="+run))})
+	vols, err := eng.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+run))})
 	if err != nil {
 		return err
 	}

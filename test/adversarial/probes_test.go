@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -81,7 +82,7 @@ func TestProbesFromInside(t *testing.T) {
 	if os.Getenv("DOCKER_HOST") == "" {
 		// Set it explicitly, so a leak of the caller's engine address would be visible inside.
 		home, _ := os.UserHomeDir()
-		if ep, err := sandbox.ResolveEndpoint(os.Getenv, home); err == nil {
+		if ep, err := engine.ResolveEndpoint(os.Getenv, home); err == nil {
 			s.env = append(s.env, "DOCKER_HOST="+ep.Host)
 		}
 	}

@@ -1,4 +1,4 @@
-package sandboxtest
+package enginetest
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 )
 
-// FakeEngine is a sandbox.Engine whose every method is a stub. A call to a method the test
+// FakeEngine is a engine.Engine whose every method is a stub. A call to a method the test
 // did not stub fails the test and returns an error, so nothing silently reaches a daemon.
 type FakeEngine struct {
 	T testing.TB
@@ -55,7 +55,7 @@ type FakeEngine struct {
 	NetworkRemoveFn         func(ctx context.Context, networkID string) error
 }
 
-var _ sandbox.Engine = (*FakeEngine)(nil)
+var _ engine.Engine = (*FakeEngine)(nil)
 
 func (f *FakeEngine) unstubbed(method string) error {
 	f.T.Helper()

@@ -1,4 +1,4 @@
-package sandbox_test
+package imagebuild_test
 
 import (
 	"bytes"
@@ -16,8 +16,9 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/images"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // imageTestRun labels every container these tests create.
@@ -27,33 +28,42 @@ var imageTestRun = func() string {
 	return "img-" + hex.EncodeToString(b)
 }()
 
-// testLog sends build progress to the test's log, one line per call.
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+// logEvents sends build progress to the test's log, a line per step.
+func logEvents(t *testing.T) imagebuild.Progress {
+	return func(ev imagebuild.Event) {
+		switch e := ev.(type) {
+		case imagebuild.Note:
+			t.Log(strings.TrimRight(e.Text, "\n"))
+		case imagebuild.StepStarted:
+			t.Logf("[%d/%d] %s", e.Step, e.Steps, e.Instruction)
+		case imagebuild.BuildDone:
+			t.Logf("built %s in %s", e.Result.Tag, e.Result.Elapsed)
+		case imagebuild.BuildFailed:
+			if e.Err != nil {
+				t.Log(e.Err.Summary())
+			}
+		}
+	}
 }
 
 var buildMu sync.Mutex
 
 // bundledImage returns the tag of a profile's image, building it when it is missing or stale.
 // Current images are reused, so only the first run on a machine pays for the builds.
-func bundledImage(t *testing.T, eng sandbox.Engine, profile string) string {
+func bundledImage(t *testing.T, eng engine.Engine, profile string) string {
 	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	imgs := &sandbox.Images{Engine: eng}
+	imgs := &imagebuild.Images{Engine: eng}
 	st, err := imgs.Status(ctx, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != sandbox.ImagePresent {
+	if st.State != imagebuild.ImagePresent {
 		t.Logf("image %s is %s; building it", st.Tag, st.State)
-		if _, err := imgs.Build(ctx, profile, sandbox.BuildOptions{Progress: &sandbox.Progress{Out: testLog{t}}}); err != nil {
+		if _, err := imgs.Build(ctx, profile, imagebuild.BuildOptions{Progress: logEvents(t)}); err != nil {
 			t.Fatalf("building %s: %v", st.Tag, err)
 		}
 	}
@@ -61,17 +71,17 @@ func bundledImage(t *testing.T, eng sandbox.Engine, profile string) string {
 }
 
 func TestBundledImagesBuild(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	for _, profile := range images.Profiles {
 		bundledImage(t, eng, profile)
 	}
 	ctx := context.Background()
-	list, err := (&sandbox.Images{Engine: eng}).List(ctx)
+	list, err := (&imagebuild.Images{Engine: eng}).List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range list {
-		if st.State != sandbox.ImagePresent || st.Size == 0 || st.Created.IsZero() || st.ImageHash != st.DockerfileHash {
+		if st.State != imagebuild.ImagePresent || st.Size == 0 || st.Created.IsZero() || st.ImageHash != st.DockerfileHash {
 			t.Errorf("%s after building: %+v", st.Profile, st)
 		}
 		img, err := eng.ImageInspect(ctx, st.Tag)
@@ -80,7 +90,7 @@ func TestBundledImagesBuild(t *testing.T) {
 		}
 		cfg := img.Config
 		labels := cfg.Labels
-		if labels[sandbox.LabelManaged] != "true" || labels[sandbox.LabelProfile] != st.Profile || labels[sandbox.LabelDockerfileHash] != st.DockerfileHash {
+		if labels[imagebuild.LabelManaged] != "true" || labels[imagebuild.LabelProfile] != st.Profile || labels[imagebuild.LabelDockerfileHash] != st.DockerfileHash {
 			t.Errorf("%s labels = %v", st.Tag, labels)
 		}
 		if cfg.User != "sandbox" || cfg.WorkingDir != "/workspace" || len(cfg.Volumes) != 0 {
@@ -101,13 +111,13 @@ func TestBundledImagesBuild(t *testing.T) {
 	}
 
 	// A changed Dockerfile.sandbox, as a newer sbx would embed, makes all three stale.
-	edited := sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
-	stale, err := (&sandbox.Images{Engine: eng, Files: edited}).List(ctx)
+	edited := enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "RUN true\n"})
+	stale, err := (&imagebuild.Images{Engine: eng, Files: edited}).List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, st := range stale {
-		if st.State != sandbox.ImageStale {
+		if st.State != imagebuild.ImageStale {
 			t.Errorf("%s with an edited Dockerfile.sandbox: %s, want stale", st.Profile, st.State)
 		}
 	}
@@ -117,15 +127,15 @@ func TestBundledImagesBuild(t *testing.T) {
 // capabilities, no new privileges, no network, an init, and tmpfs scratch space.
 type smokeBox struct {
 	t   *testing.T
-	eng sandbox.Engine
+	eng engine.Engine
 	id  string
 }
 
-func startSmokeBox(t *testing.T, eng sandbox.Engine, tag string, env []string, cmd []string) *smokeBox {
+func startSmokeBox(t *testing.T, eng engine.Engine, tag string, env []string, cmd []string) *smokeBox {
 	t.Helper()
 	ctx := context.Background()
 	init := true
-	cfg := &container.Config{Image: tag, Env: env, Cmd: cmd, Labels: map[string]string{sandboxtest.TestLabel: imageTestRun}}
+	cfg := &container.Config{Image: tag, Env: env, Cmd: cmd, Labels: map[string]string{enginetest.TestLabel: imageTestRun}}
 	host := &container.HostConfig{
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
@@ -147,7 +157,7 @@ func startSmokeBox(t *testing.T, eng sandbox.Engine, tag string, env []string, c
 		if err := eng.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true}); err != nil {
 			t.Errorf("removing %s: %v", created.ID, err)
 		}
-		if err := sandboxtest.Sweep(context.Background(), eng, imageTestRun); err != nil {
+		if err := enginetest.Sweep(context.Background(), eng, imageTestRun); err != nil {
 			t.Errorf("sweep: %v", err)
 		}
 	})
@@ -196,7 +206,7 @@ func (b *smokeBox) must(env []string, script string) string {
 }
 
 func TestSandboxImageSmoke(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	box := startSmokeBox(t, eng, bundledImage(t, eng, images.ProfileSandbox), nil, nil)
 
 	if out := box.must(nil, "python3 --version"); !strings.HasPrefix(out, "Python 3.") {
@@ -223,7 +233,7 @@ func TestSandboxImageSmoke(t *testing.T) {
 }
 
 func TestCommonImageSmoke(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	box := startSmokeBox(t, eng, bundledImage(t, eng, images.ProfileCommon), nil, nil)
 
 	for cmd, want := range map[string]string{
@@ -266,7 +276,7 @@ cd /workspace && mkdir hello-npm && cd hello-npm && npm init -y >/dev/null && ec
 }
 
 func TestBrowserImageSmoke(t *testing.T) {
-	eng := sandboxtest.RealEngine(t)
+	eng := enginetest.RealEngine(t)
 	tag := bundledImage(t, eng, images.ProfileBrowser)
 
 	t.Run("headless", func(t *testing.T) {

@@ -1,5 +1,5 @@
-// Package sandboxtest gives tests a real engine (or a clear skip) and a fake one.
-package sandboxtest
+// Package enginetest gives tests a real engine (or a clear skip) and a fake one.
+package enginetest
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 )
 
 // TestLabel marks every container, volume and image a test creates, so a sweep can find leftovers.
@@ -17,13 +17,13 @@ const TestLabel = "sbx.test"
 
 // RealEngine connects to the engine the environment points at. Without one, the test is
 // skipped, unless SBX_REQUIRE_DOCKER=1 (as in CI), where it fails.
-func RealEngine(t testing.TB) sandbox.Engine {
+func RealEngine(t testing.TB) engine.Engine {
 	t.Helper()
 	home, _ := os.UserHomeDir()
-	ep, err := sandbox.ResolveEndpoint(os.Getenv, home)
+	ep, err := engine.ResolveEndpoint(os.Getenv, home)
 	if err == nil {
-		var cli sandbox.Engine
-		cli, err = sandbox.Connect(context.Background(), ep, nil)
+		var cli engine.Engine
+		cli, err = engine.Connect(context.Background(), ep, nil)
 		if err == nil {
 			t.Cleanup(func() { _ = cli.Close() })
 			return cli
@@ -37,7 +37,7 @@ func RealEngine(t testing.TB) sandbox.Engine {
 }
 
 // Sweep removes every container carrying TestLabel=run, for use in TestMain or t.Cleanup.
-func Sweep(ctx context.Context, eng sandbox.Engine, run string) error {
+func Sweep(ctx context.Context, eng engine.Engine, run string) error {
 	list, err := eng.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", TestLabel+"="+run))})
 	if err != nil {

@@ -1,8 +1,7 @@
-package sandbox_test
+package imagebuild_test
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,36 +15,52 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
 // editedFiles are the embedded files with Dockerfile.sandbox changed, as a newer sbx would
 // embed them.
 func editedFiles(t *testing.T) fs.FS {
-	return sandboxtest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "# changed\n"})
+	return enginetest.ImageFiles(t, map[string]string{"Dockerfile.sandbox": "# changed\n"})
 }
 
 // putBuilt stores the image of profile as sbx would have built it from the embedded files.
-func putBuilt(t *testing.T, reg sandboxtest.ImageStore, profile, id string) {
+func putBuilt(t *testing.T, reg enginetest.ImageStore, profile, id string) {
 	t.Helper()
 	tag, _ := images.TagFor(profile)
 	hash, err := images.Hash(images.Files, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg[tag] = sandboxtest.Image(id, 123<<20, "2025-01-02T03:04:05.123456789Z", map[string]string{sandbox.LabelDockerfileHash: hash})
+	reg[tag] = enginetest.Image(id, 123<<20, "2025-01-02T03:04:05.123456789Z", map[string]string{imagebuild.LabelDockerfileHash: hash})
+}
+
+// recorder collects what Images reports.
+type recorder []imagebuild.Event
+
+func (r *recorder) progress(ev imagebuild.Event) { *r = append(*r, ev) }
+
+// notes is the text of the notes received.
+func (r recorder) notes() string {
+	var b strings.Builder
+	for _, ev := range r {
+		if n, ok := ev.(imagebuild.Note); ok {
+			b.WriteString(n.Text)
+		}
+	}
+	return b.String()
 }
 
 func TestImageStatus(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
 	putBuilt(t, reg, images.ProfileCommon, "sha256:bbb")
-	reg[images.BrowserTag] = sandboxtest.Image("sha256:ccc", 0, "", nil)
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+	reg[images.BrowserTag] = enginetest.Image("sha256:ccc", 0, "", nil)
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
 
-	list, err := (&sandbox.Images{Engine: eng}).List(context.Background())
+	list, err := (&imagebuild.Images{Engine: eng}).List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,30 +77,30 @@ func TestImageStatus(t *testing.T) {
 	}
 
 	// A changed Dockerfile.sandbox makes the sandbox image stale, and the two built on it.
-	edited, err := (&sandbox.Images{Engine: eng, Files: editedFiles(t)}).List(context.Background())
+	edited, err := (&imagebuild.Images{Engine: eng, Files: editedFiles(t)}).List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range edited[:2] {
-		if s.State != sandbox.ImageStale || !strings.Contains(s.Detail, "other Dockerfiles") {
+		if s.State != imagebuild.ImageStale || !strings.Contains(s.Detail, "other Dockerfiles") {
 			t.Errorf("%s after editing Dockerfile.sandbox: %s (%s), want stale", s.Profile, s.State, s.Detail)
 		}
 	}
 
 	delete(reg, images.CommonTag)
-	st, err := (&sandbox.Images{Engine: eng}).Status(context.Background(), images.ProfileCommon)
-	if err != nil || st.State != sandbox.ImageMissing || st.Size != 0 || st.DockerfileHash == "" {
+	st, err := (&imagebuild.Images{Engine: eng}).Status(context.Background(), images.ProfileCommon)
+	if err != nil || st.State != imagebuild.ImageMissing || st.Size != 0 || st.DockerfileHash == "" {
 		t.Errorf("status of a missing image = %+v, %v", st, err)
 	}
 
-	if _, err := (&sandbox.Images{Engine: eng}).Status(context.Background(), "nope"); errs.ExitCode(err) != errs.CodeUsage {
+	if _, err := (&imagebuild.Images{Engine: eng}).Status(context.Background(), "nope"); errs.ExitCode(err) != errs.CodeUsage {
 		t.Errorf("unknown profile: err = %v, want a usage error", err)
 	}
 
-	broken := &sandboxtest.FakeEngine{T: t, ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
+	broken := &enginetest.FakeEngine{T: t, ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) {
 		return image.InspectResponse{}, errors.New("engine on fire")
 	}}
-	if _, err := (&sandbox.Images{Engine: broken}).Status(context.Background(), "sandbox"); err == nil ||
+	if _, err := (&imagebuild.Images{Engine: broken}).Status(context.Background(), "sandbox"); err == nil ||
 		!strings.Contains(err.Error(), "inspecting image sbx-sandbox:bookworm-slim: engine on fire") {
 		t.Errorf("inspect failure: err = %v", err)
 	}
@@ -100,7 +115,7 @@ type buildCall struct {
 
 // builder fakes ImageBuild: it records the call, tags a new image labelled as asked, and
 // answers with a short successful stream.
-func builder(t *testing.T, reg sandboxtest.ImageStore, calls *[]buildCall) func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
+func builder(t *testing.T, reg enginetest.ImageStore, calls *[]buildCall) func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 	return func(_ context.Context, ctx io.Reader, opts build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 		call := buildCall{opts: opts, files: map[string]*tar.Header{}, data: map[string]string{}}
 		tr := tar.NewReader(ctx)
@@ -117,35 +132,35 @@ func builder(t *testing.T, reg sandboxtest.ImageStore, calls *[]buildCall) func(
 		}
 		*calls = append(*calls, call)
 		id := fmt.Sprintf("sha256:new%d", len(*calls))
-		reg[opts.Tags[0]] = sandboxtest.Image(id, 0, "", opts.Labels)
+		reg[opts.Tags[0]] = enginetest.Image(id, 0, "", opts.Labels)
 		stream := fmt.Sprintf(`{"stream":"Step 1/1 : FROM x\n"}`+"\n"+`{"aux":{"ID":%q}}`+"\n", id)
 		return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(stream))}, nil
 	}
 }
 
 func TestBuild(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	var calls []buildCall
 	var removed []string
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
 		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
 			removed = append(removed, id)
 			return nil, nil
 		}}
-	imgs := &sandbox.Images{Engine: eng}
-	var out bytes.Buffer
+	imgs := &imagebuild.Images{Engine: eng}
+	var rec recorder
 
 	// The browser image needs the sandbox image, which is missing: it is built first.
-	res, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{
-		NoCache: true, Network: "host", Progress: &sandbox.Progress{Out: &out}})
+	res, err := imgs.Build(context.Background(), images.ProfileBrowser, imagebuild.BuildOptions{
+		NoCache: true, Network: "host", Progress: rec.progress})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Tag != images.BrowserTag || res.ID != "sha256:new2" || len(calls) != 2 {
 		t.Fatalf("result %+v after %d builds", res, len(calls))
 	}
-	if !strings.Contains(out.String(), "sbx-sandbox-browser:bookworm-slim is built on sbx-sandbox:bookworm-slim, which is missing; building that first") {
-		t.Errorf("progress does not say why the sandbox image is built:\n%s", out.String())
+	if !strings.Contains(rec.notes(), "sbx-sandbox-browser:bookworm-slim is built on sbx-sandbox:bookworm-slim, which is missing; building that first") {
+		t.Errorf("progress does not say why the sandbox image is built:\n%s", rec.notes())
 	}
 
 	base, browser := calls[0], calls[1]
@@ -165,10 +180,10 @@ func TestBuild(t *testing.T) {
 		{"tags", fmt.Sprint(o.Tags), "[" + images.BrowserTag + "]"},
 		{"dockerfile", o.Dockerfile, "Dockerfile.sandbox-browser"},
 		{"BASE_IMAGE", *o.BuildArgs["BASE_IMAGE"], images.SandboxTag},
-		{"managed label", o.Labels[sandbox.LabelManaged], "true"},
-		{"profile label", o.Labels[sandbox.LabelProfile], "browser"},
-		{"hash label", o.Labels[sandbox.LabelDockerfileHash], browserHash},
-		{"sandbox hash label", base.opts.Labels[sandbox.LabelDockerfileHash], sandboxHash},
+		{"managed label", o.Labels[imagebuild.LabelManaged], "true"},
+		{"profile label", o.Labels[imagebuild.LabelProfile], "browser"},
+		{"hash label", o.Labels[imagebuild.LabelDockerfileHash], browserHash},
+		{"sandbox hash label", base.opts.Labels[imagebuild.LabelDockerfileHash], sandboxHash},
 		{"builder", o.Version, build.BuilderV1},
 		{"network", o.NetworkMode, "host"},
 		{"no cache", o.NoCache, true},
@@ -202,7 +217,7 @@ func TestBuild(t *testing.T) {
 
 	// A rebuild of a current base does not rebuild the base, and removes the image it replaces.
 	calls = nil
-	if _, err := imgs.Build(context.Background(), images.ProfileBrowser, sandbox.BuildOptions{}); err != nil {
+	if _, err := imgs.Build(context.Background(), images.ProfileBrowser, imagebuild.BuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(calls) != 1 || calls[0].opts.Tags[0] != images.BrowserTag || calls[0].opts.NoCache || calls[0].opts.NetworkMode != "" {
@@ -214,12 +229,12 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildKeepsReplacedImagesInUse(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	putBuilt(t, reg, images.ProfileSandbox, "sha256:old")
 	var calls []buildCall
 	var attempts []string
 	inUse := true
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls),
 		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
 			attempts = append(attempts, id)
 			if inUse {
@@ -227,12 +242,12 @@ func TestBuildKeepsReplacedImagesInUse(t *testing.T) {
 			}
 			return nil, nil
 		}}
-	imgs := &sandbox.Images{Engine: eng}
-	if _, err := imgs.Build(context.Background(), images.ProfileSandbox, sandbox.BuildOptions{}); err != nil {
+	imgs := &imagebuild.Images{Engine: eng}
+	if _, err := imgs.Build(context.Background(), images.ProfileSandbox, imagebuild.BuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	inUse = false
-	if _, err := imgs.Build(context.Background(), images.ProfileCommon, sandbox.BuildOptions{}); err != nil {
+	if _, err := imgs.Build(context.Background(), images.ProfileCommon, imagebuild.BuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(attempts) != "[sha256:old sha256:old]" {
@@ -241,87 +256,89 @@ func TestBuildKeepsReplacedImagesInUse(t *testing.T) {
 }
 
 func TestBuildFailures(t *testing.T) {
-	reg := sandboxtest.ImageStore{}
+	reg := enginetest.ImageStore{}
 	putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
 	fail := `{"stream":"Step 1/2 : FROM x\n"}
 {"stream":"Step 2/2 : RUN apt-get update\n"}
 {"stream":"Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\n"}
 {"errorDetail":{"code":100,"message":"The command '/bin/sh -c apt-get update' returned a non-zero code: 100"},"error":"x"}
 `
-	eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
-		ImageBuildFn: func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
-			return build.ImageBuildResponse{Body: io.NopCloser(strings.NewReader(fail))}, nil
-		}}
-	var out bytes.Buffer
-	_, err := (&sandbox.Images{Engine: eng}).Build(context.Background(), images.ProfileCommon, sandbox.BuildOptions{Progress: &sandbox.Progress{Out: &out}})
-	var be *sandbox.BuildError
+	eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+		ImageBuildFn: enginetest.AnswerBuild(fail)}
+	var rec recorder
+	_, err := (&imagebuild.Images{Engine: eng}).Build(context.Background(), images.ProfileCommon, imagebuild.BuildOptions{Progress: rec.progress})
+	var be *imagebuild.BuildError
 	if !errors.As(err, &be) || be.Step != 2 || be.Profile != "common" {
 		t.Fatalf("err = %v, want a BuildError at step 2", err)
 	}
 	if h := errs.Hint(err); !strings.Contains(h, "--network host") {
 		t.Errorf("hint = %q, want --network host suggested", h)
 	}
-	if !strings.Contains(out.String(), "step 2/2 failed: RUN apt-get update\nlast 2 lines of its output:\n  Err:1") {
-		t.Errorf("progress:\n%s", out.String())
+	if last, ok := rec[len(rec)-1].(imagebuild.BuildFailed); !ok || last.Err != be {
+		t.Errorf("last event = %#v, want the build's failure", rec[len(rec)-1])
+	}
+	if s := be.Summary(); !strings.Contains(s, "step 2/2 failed: RUN apt-get update\nlast 2 lines of its output:\n  Err:1") {
+		t.Errorf("summary:\n%s", s)
 	}
 
-	refused := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+	refused := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
 		ImageBuildFn: func(context.Context, io.Reader, build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 			return build.ImageBuildResponse{}, fmt.Errorf("network nope not found: %w", cerrdefs.ErrNotFound)
 		}}
-	_, err = (&sandbox.Images{Engine: refused}).Build(context.Background(), images.ProfileSandbox, sandbox.BuildOptions{Network: "nope"})
+	_, err = (&imagebuild.Images{Engine: refused}).Build(context.Background(), images.ProfileSandbox, imagebuild.BuildOptions{Network: "nope"})
 	if err == nil || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(err.Error(), "building image sbx-sandbox:bookworm-slim: network nope not found") {
 		t.Errorf("refused build: err = %v", err)
 	}
 }
 
-func TestEnsureImage(t *testing.T) {
+func TestEnsure(t *testing.T) {
 	t.Run("missing bundled image is built with progress", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{}
+		reg := enginetest.ImageStore{}
 		var calls []buildCall
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls)}
-		var out bytes.Buffer
-		st, err := sandbox.EnsureImage(context.Background(), eng, images.SandboxTag, &sandbox.Progress{Out: &out})
-		if err != nil || st.State != sandbox.ImagePresent || len(calls) != 1 {
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect, ImageBuildFn: builder(t, reg, &calls)}
+		var rec recorder
+		st, err := (&imagebuild.Images{Engine: eng}).Ensure(context.Background(), images.SandboxTag, rec.progress)
+		if err != nil || st.State != imagebuild.ImagePresent || len(calls) != 1 {
 			t.Fatalf("status %+v, err %v, %d builds", st, err, len(calls))
 		}
-		for _, want := range []string{"image sbx-sandbox:bookworm-slim is missing; building it", "[1/1] FROM x", "built sbx-sandbox:bookworm-slim"} {
-			if !strings.Contains(out.String(), want) {
-				t.Errorf("progress lacks %q:\n%s", want, out.String())
-			}
+		if !strings.Contains(rec.notes(), "image sbx-sandbox:bookworm-slim is missing; building it") {
+			t.Errorf("notes do not say why the image is built:\n%s", rec.notes())
+		}
+		if got := fmt.Sprintf("%T %v %T", rec[1], rec[3], rec[len(rec)-1]); got != "imagebuild.BuildStarted {1 1 FROM x} imagebuild.BuildDone" {
+			t.Errorf("events %s, want the build started, its step and its end", got)
 		}
 	})
 	t.Run("present image is used", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{}
+		reg := enginetest.ImageStore{}
 		putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
-		var out bytes.Buffer
-		st, err := sandbox.EnsureImage(context.Background(), eng, images.SandboxTag, &sandbox.Progress{Out: &out})
-		if err != nil || st.State != sandbox.ImagePresent || out.Len() != 0 {
-			t.Errorf("status %+v, err %v, output %q", st, err, out.String())
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		var rec recorder
+		st, err := (&imagebuild.Images{Engine: eng}).Ensure(context.Background(), images.SandboxTag, rec.progress)
+		if err != nil || st.State != imagebuild.ImagePresent || len(rec) != 0 {
+			t.Errorf("status %+v, err %v, events %v", st, err, rec)
 		}
 	})
 	t.Run("stale image is reported, not rebuilt", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{}
+		reg := enginetest.ImageStore{}
 		putBuilt(t, reg, images.ProfileSandbox, "sha256:aaa")
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
-		var out bytes.Buffer
-		imgs := &sandbox.Images{Engine: eng, Files: editedFiles(t)}
-		st, err := imgs.Ensure(context.Background(), images.SandboxTag, &sandbox.Progress{Out: &out})
-		if err != nil || st.State != sandbox.ImageStale {
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		var rec recorder
+		imgs := &imagebuild.Images{Engine: eng, Files: editedFiles(t)}
+		st, err := imgs.Ensure(context.Background(), images.SandboxTag, rec.progress)
+		if err != nil || st.State != imagebuild.ImageStale {
 			t.Fatalf("status %+v, err %v", st, err)
 		}
-		if !strings.Contains(out.String(), "warning: image sbx-sandbox:bookworm-slim is stale") || !strings.Contains(out.String(), "sbx image build sandbox") {
-			t.Errorf("warning:\n%s", out.String())
+		if n := rec.notes(); !strings.Contains(n, "warning: image sbx-sandbox:bookworm-slim is stale") || !strings.Contains(n, "sbx image build sandbox") {
+			t.Errorf("warning:\n%s", n)
 		}
 	})
 	t.Run("other images must exist", func(t *testing.T) {
-		reg := sandboxtest.ImageStore{"python:3": sandboxtest.Image("sha256:py", 0, "", nil)}
-		eng := &sandboxtest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
-		if st, err := sandbox.EnsureImage(context.Background(), eng, "python:3", nil); err != nil || st.State != sandbox.ImagePresent || st.Profile != "" {
+		reg := enginetest.ImageStore{"python:3": enginetest.Image("sha256:py", 0, "", nil)}
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
+		if st, err := (&imagebuild.Images{Engine: eng}).Ensure(context.Background(), "python:3", nil); err != nil || st.State != imagebuild.ImagePresent || st.Profile != "" {
 			t.Errorf("present image: %+v, %v", st, err)
 		}
-		_, err := sandbox.EnsureImage(context.Background(), eng, "ghost:1", nil)
+		_, err := (&imagebuild.Images{Engine: eng}).Ensure(context.Background(), "ghost:1", nil)
 		if err == nil || !strings.Contains(err.Error(), "image ghost:1 not found") || !strings.Contains(errs.Hint(err), "sbx builds only its bundled images") {
 			t.Errorf("missing image: err = %v, hint %q", err, errs.Hint(err))
 		}

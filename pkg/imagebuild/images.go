@@ -1,4 +1,6 @@
-package sandbox
+// Package imagebuild builds and checks sbx's bundled images on an engine. It reports what a
+// build does as events (see Event) and draws nothing: cmd/ shows them.
+package imagebuild
 
 import (
 	"archive/tar"
@@ -13,12 +15,15 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
-// Labels every bundled image carries.
+// Labels every bundled image carries. Sandboxes carry LabelManaged and LabelProfile too
+// (pkg/sandbox names them again), so whatever sbx made is found by the same label.
 const (
 	LabelManaged        = "dev.sbx.managed"
 	LabelProfile        = "dev.sbx.profile"
@@ -48,6 +53,15 @@ type ImageStatus struct {
 	Detail         string `json:"detail,omitempty"` // why it is stale
 }
 
+// Engine is the part of engine.Engine that building and checking images needs.
+type Engine interface {
+	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
+	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
+	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+}
+
+var _ Engine = engine.Engine(nil)
+
 // Images builds and checks sbx's bundled images on an engine. It is meant for one command's
 // use, not for concurrent use.
 type Images struct {
@@ -55,6 +69,8 @@ type Images struct {
 	// Files holds the Dockerfiles; nil means the ones embedded in sbx. Tests swap it to see
 	// an image go stale.
 	Files fs.FS
+	// Now times builds and their steps; nil means time.Now.
+	Now func() time.Time
 
 	// replaced are images a rebuild untagged; they are removed once nothing uses them.
 	replaced []string
@@ -65,8 +81,9 @@ type BuildOptions struct {
 	NoCache bool
 	// Network is the network RUN steps use; "" is the engine's default (bridge). "host"
 	// helps on engines whose bridge cannot reach a package mirror.
-	Network  string
-	Progress *Progress
+	Network string
+	// Progress receives the build's events; nil discards them.
+	Progress Progress
 }
 
 // BuildResult describes a finished build.
@@ -84,15 +101,17 @@ func (m *Images) files() fs.FS {
 	return m.Files
 }
 
-// EnsureImage makes sure the image ref exists before a sandbox uses it: a missing bundled
-// image is built with progress on p, a stale one is reported on p (unless quiet) and used
-// as it is, and an image sbx does not bundle must already be there.
-func EnsureImage(ctx context.Context, eng Engine, ref string, p *Progress) (ImageStatus, error) {
-	return (&Images{Engine: eng}).Ensure(ctx, ref, p)
+func (m *Images) now() time.Time {
+	if m.Now == nil {
+		return time.Now()
+	}
+	return m.Now()
 }
 
-// Ensure is EnsureImage with m's files.
-func (m *Images) Ensure(ctx context.Context, ref string, p *Progress) (ImageStatus, error) {
+// Ensure makes sure the image ref exists before a sandbox uses it: a missing bundled image
+// is built, reporting to p, a stale one is noted on p and used as it is, and an image sbx
+// does not bundle must already be there.
+func (m *Images) Ensure(ctx context.Context, ref string, p Progress) (ImageStatus, error) {
 	profile, bundled := images.ProfileFor(ref)
 	if !bundled {
 		st, err := m.inspect(ctx, "", ref)
@@ -227,7 +246,7 @@ func (m *Images) Build(ctx context.Context, profile string, opts BuildOptions) (
 		return BuildResult{}, errs.Failure(fmt.Errorf("building image %s: %w", tag, err), networkHint(profile, opts.Network, err.Error()))
 	}
 	defer resp.Body.Close()
-	res, err := opts.Progress.follow(ctx, resp.Body, profile, tag)
+	res, err := m.follow(ctx, resp.Body, profile, tag, opts.Progress)
 	if err != nil {
 		var be *BuildError
 		if errors.As(err, &be) {
@@ -244,7 +263,7 @@ func (m *Images) Build(ctx context.Context, profile string, opts BuildOptions) (
 
 // removeReplaced deletes images that rebuilds untagged, so old multi-gigabyte layers do not
 // pile up. One still used by a container, or as the parent of another, stays for a later try.
-func (m *Images) removeReplaced(ctx context.Context, p *Progress) {
+func (m *Images) removeReplaced(ctx context.Context, p Progress) {
 	kept := m.replaced[:0]
 	for _, id := range m.replaced {
 		if _, err := m.Engine.ImageRemove(ctx, id, image.RemoveOptions{PruneChildren: true}); err != nil {
@@ -253,7 +272,7 @@ func (m *Images) removeReplaced(ctx context.Context, p *Progress) {
 			}
 			continue
 		}
-		p.notef("removed the replaced image %s\n", shortID(id))
+		p.notef("removed the replaced image %s\n", ShortID(id))
 	}
 	m.replaced = kept
 }
@@ -298,7 +317,8 @@ func unknownProfile(profile string) error {
 		WithHint("choose one of sandbox, common, browser")
 }
 
-func shortID(id string) string {
+// ShortID is an image ID as the docker CLI shows it: its algorithm and 12 hex digits.
+func ShortID(id string) string {
 	if len(id) > len("sha256:")+12 {
 		return id[:len("sha256:")+12]
 	}

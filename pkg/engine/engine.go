@@ -1,5 +1,7 @@
-// Package sandbox creates, runs and removes sandboxes on a Docker engine.
-package sandbox
+// Package engine is sbx's narrow view of the Docker Engine API: the interface it calls, the
+// client that implements it, which endpoint to dial and a trace of every call. It knows
+// nothing of sandboxes.
+package engine
 
 import (
 	"context"

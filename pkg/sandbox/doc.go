@@ -1,0 +1,2 @@
+// Package sandbox creates, runs and removes sandboxes on a Docker engine.
+package sandbox
