@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
@@ -35,7 +36,7 @@ const forgedNetwork = `[{"Key":"network","Values":["bridge"],"Source":{"Layer":"
 func forgedLabels(hostDir string) map[string]string {
 	return map[string]string{
 		"dev.sbx.agent-dir":           hostDir, // read by sbx up to this change, to remove it
-		sandbox.LabelAgent:            sandbox.AgentVersion,
+		sandbox.LabelAgent:            agent.Version,
 		sandbox.LabelCreateSettings:   forgedNetwork,
 		sandbox.LabelWorkspace:        "none",
 		sandbox.LabelManaged:          "true",
