@@ -414,7 +414,7 @@ class Conn:
         except (IndexError, ValueError):
             raise ProtocolError("malformed request") from None
         argv, envs = f[9:9 + argc], f[9 + argc:-1]
-        if not argv or len(argv) != argc or f[-1] != b"":
+        if not argv or len(argv) != argc or f[-1] != b"" or not (0 <= rows < 1 << 16 and 0 <= cols < 1 << 16):
             raise ProtocolError("malformed request")
         env = dict(base_env)
         if tty:
@@ -422,22 +422,24 @@ class Conn:
         for kv in envs:
             k, _, v = kv.partition(b"=")
             env[k] = v
-        mine = []  # our ends of the command's stdio
+        mine = []  # our ends of the command's stdio, each listed as soon as it is open
         theirs = []
         try:
             if tty:
-                self.master, slave = os.openpty()
-                theirs = [slave]
+                master, slave = os.openpty()
+                mine.append(master)
+                theirs.append(slave)
                 if rows and cols:
                     winsize(slave, rows, cols)
-                self.stdin = os.dup(self.master)
-                mine = [self.master, self.stdin]
+                mine.append(os.dup(master))
                 self.pid = start(argv, env, cwd, (slave, slave, slave), True, self.reap)
-                self.outputs = {self.master: FRAME_STDOUT}
+                self.master, self.stdin = mine
+                self.outputs = {master: FRAME_STDOUT}
             else:
-                pipes = [os.pipe() for _ in range(3)]
-                theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
-                mine = [pipes[0][1], pipes[1][0], pipes[2][0]]
+                for i in range(3):  # the command reads the first and writes the others
+                    r, w = os.pipe()
+                    mine.append(w if i == 0 else r)
+                    theirs.append(r if i == 0 else w)
                 for fd in mine:
                     try:  # fewer wakeups on large streams; the default is 64 KiB
                         fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
@@ -446,10 +448,11 @@ class Conn:
                 self.pid = start(argv, env, cwd, theirs, False, self.reap)
                 self.stdin = mine[0]
                 self.outputs = {mine[1]: FRAME_STDOUT, mine[2]: FRAME_STDERR}
-        except (OSError, SpawnError) as e:
-            for fd in mine:
+        except Exception as e:
+            for fd in mine:  # whatever failed, the agent keeps no descriptor of this command
                 os.close(fd)
-            self.master = self.stdin = None
+            if not isinstance(e, (OSError, SpawnError)):
+                raise
             self.pid = False
             msg = e.args[0] if isinstance(e, SpawnError) else b"%d\0%s" % (e.errno or 0, (e.strerror or str(e)).encode())
             self.send(frame(FRAME_SPAWN_FAILED, msg))

@@ -509,21 +509,9 @@ func TestAgentOutOfDescriptors(t *testing.T) {
 	const nofile = 16
 	a := startHostAgent(t, nofile)
 	pid := a.cmd.Process.Pid
-	// The descriptors below the limit that the agent holds: the interpreter's, the listener,
-	// epoll, the signal pipe, any it inherited, and one per connection.
-	holds := func() int {
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, fd := range fds {
-			if i, err := strconv.Atoi(fd.Name()); err == nil && i < nofile {
-				n++
-			}
-		}
-		return n
-	}
+	// The descriptors the agent holds: the interpreter's, the listener, epoll, the signal
+	// pipe, any it inherited, and one per connection.
+	holds := func() int { return descriptors(t, pid, nofile) }
 	var held []*Client
 	defer func() {
 		for _, c := range held {
@@ -730,4 +718,62 @@ func TestAgentTimeoutSparesOthers(t *testing.T) {
 	}
 	other.Close()
 	agenttest.WaitGone(t, p, "the other command went on after its client went away")
+}
+
+// descriptors counts the descriptors process pid holds below limit, its RLIMIT_NOFILE: the
+// ones above, inherited before the limit was lowered, cannot change.
+func descriptors(t *testing.T, pid, limit int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if i, err := strconv.Atoi(fd.Name()); err == nil && i < limit {
+			n++
+		}
+	}
+	return n
+}
+
+// A command that cannot start for want of descriptors fails with F, and what the agent
+// opened for it is closed again, whichever of its stdio's descriptors (pipes, a terminal
+// and its copy, the agent's own pipe to the child) was the first it could not get.
+func TestAgentSpawnFailureLeaksNothing(t *testing.T) {
+	const nofile = 32
+	for _, tty := range []bool{false, true} {
+		for free := 1; free <= 4; free++ {
+			t.Run(fmt.Sprintf("tty %v, %d free", tty, free), func(t *testing.T) {
+				a := startHostAgent(t, nofile)
+				pid := a.cmd.Process.Pid
+				base := descriptors(t, pid, nofile)
+				var conns []*Client // each greeted connection holds one
+				for descriptors(t, pid, nofile) < nofile-free {
+					conns = append(conns, a.dial(t))
+				}
+				req := command("true")
+				req.TTY = tty
+				c := conns[len(conns)-1]
+				if err := c.Start(req.Encode()); err != nil {
+					t.Fatal(err)
+				}
+				r := finish(t, c)
+				var se *SpawnError
+				if !errors.As(r.err, &se) || se.Errno != syscall.EMFILE {
+					t.Fatalf("want F with EMFILE, got %+v", r)
+				}
+				for _, c := range conns {
+					c.Close()
+				}
+				for i := 0; descriptors(t, pid, nofile) != base; i++ {
+					if i == 600 {
+						t.Fatalf("the agent holds %d descriptors, %d before the command", descriptors(t, pid, nofile), base)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				a.serves(t)
+			})
+		}
+	}
 }

@@ -167,6 +167,9 @@ func (a *hostAgent) refused(t *testing.T, frames ...[]byte) ([]FrameType, string
 func TestAgentRefusesBadFrames(t *testing.T) {
 	a := startHostAgent(t, 0)
 	req := string(command("true").Encode())
+	huge := command("true")
+	huge.TTY, huge.Rows, huge.Cols = true, 1<<16, 80
+	hugeReq := string(huge.Encode())
 	for _, tt := range []struct {
 		name   string
 		frames [][]byte
@@ -179,6 +182,7 @@ func TestAgentRefusesBadFrames(t *testing.T) {
 		{"oversized, from its header", [][]byte{rawFrame(FrameStdin, MaxRequest+1, "")}, nil, "frame b'I' of 8388609 bytes, more than 8388608"},
 		{"oversized request", [][]byte{rawFrame(FrameRequest, 64<<20, "")}, nil, "frame b'R' of 67108864 bytes, more than 8388608"},
 		{"malformed request", [][]byte{rawFrame(FrameRequest, 14, "not\x00a\x00request\x00")}, nil, "malformed request"},
+		{"a terminal larger than one can be", [][]byte{rawFrame(FrameRequest, len(hugeReq), hugeReq)}, nil, "malformed request"},
 		{"a second request", [][]byte{rawFrame(FrameRequest, len(req), req), rawFrame(FrameRequest, len(req), req)},
 			[]FrameType{FrameProcess}, "a second request on one connection"},
 	} {
