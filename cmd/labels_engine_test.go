@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -36,7 +37,7 @@ const forgedNetwork = `[{"Key":"network","Values":["bridge"],"Source":{"Layer":"
 func forgedLabels(hostDir string) map[string]string {
 	return map[string]string{
 		"dev.sbx.agent-dir":            hostDir, // read by sbx up to this change, to remove it
-		sandbox.LabelAgent:             sandbox.AgentVersion,
+		sandbox.LabelAgent:             agent.Version,
 		sandbox.LabelCreateSettings:    forgedNetwork,
 		sandbox.LabelWorkspace:         "none",
 		sandbox.LabelManaged:           "true",

@@ -78,18 +78,21 @@ ensure_base_image() {
 	say "imported $BASE_IMAGE from $tarball"
 }
 
-# The linter for the scripts sbx runs inside sandboxes (make test runs it).
-ensure_shellcheck() {
-	if command -v shellcheck >/dev/null 2>&1; then
+# ensure_tool COMMAND PACKAGE installs PACKAGE with apt-get when COMMAND is missing.
+ensure_tool() {
+	if command -v "$1" >/dev/null 2>&1; then
 		return
 	fi
 	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-		die "shellcheck is missing and cannot be installed here (not root on Debian/Ubuntu)"
+		die "$1 is missing and cannot be installed here (not root on Debian/Ubuntu)"
 	fi
-	say "installing shellcheck with apt-get"
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null
+	say "installing $2 with apt-get"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
 
 ensure_engine
 ensure_base_image
-ensure_shellcheck
+# The linters make test runs: for the scripts sbx runs inside sandboxes, and for the agent.
+ensure_tool shellcheck shellcheck
+# pyflakes3 brings the host's python3 too, which the agent's tests run it with.
+ensure_tool pyflakes3 pyflakes3

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -197,7 +198,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	// The backstop closes the stream it ended; waiting for it also keeps it from running
 	// once the command has ended.
 	fired := dl.stop()
-	var spawnErr *spawnError
+	var spawnErr *agent.SpawnError
 	if errors.As(streamErr, &spawnErr) {
 		return nil, m.spawnErr(sb, opts, spawnErr)
 	}

@@ -2,11 +2,12 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/sbx-sandbox/sbx/pkg/agent/agenttest"
 )
 
 // tree is a command's processes as an exec leaves them: the leader of its own session and
@@ -47,10 +48,9 @@ forever()
 // execKill ends the command's process, its group and session and their descendants, and
 // nothing else; a pid that no longer names the command (another start time) is left alone.
 func TestExecKillScript(t *testing.T) {
-	for _, tool := range []string{"bash", "python3"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s on the host", tool)
-		}
+	agenttest.Python3(t)
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash on the host")
 	}
 	dir := t.TempDir()
 	cmd := exec.Command("python3", "-c", tree, dir)
@@ -63,21 +63,14 @@ func TestExecKillScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherProc := hostProc{kind: "other", pid: other.Process.Pid}
-	if otherProc.start, err = statStart(stat); err != nil {
-		t.Fatal(err)
-	}
-	waitFile(t, filepath.Join(dir, "ready"), "the process tree never came up")
-	ps := noted(t, dir, "main", "group", "pgrp", "session", "grandchild")
+	otherProc := agenttest.ProcOf(t, "other", other.Process.Pid)
+	agenttest.WaitFile(t, filepath.Join(dir, "ready"), "the process tree never came up")
+	ps := agenttest.Noted(t, dir, "main", "group", "pgrp", "session", "grandchild")
 	main := ps[0]
 
 	run := func(start string) int {
 		t.Helper()
-		err := exec.Command("bash", "-c", execKill, "sbx-kill", strconv.Itoa(main.pid), start, "0").Run()
+		err := exec.Command("bash", "-c", execKill, "sbx-kill", strconv.Itoa(main.Pid), start, "0").Run()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return ee.ExitCode()
 		} else if err != nil {
@@ -85,21 +78,21 @@ func TestExecKillScript(t *testing.T) {
 		}
 		return 0
 	}
-	if code := run(main.start + "1"); code != 3 {
+	if code := run(main.Start + "1"); code != 3 {
 		t.Errorf("another start time: exit %d, want 3", code)
 	}
 	for _, p := range ps {
-		if !p.alive() {
-			t.Fatalf("the %s process was ended for a pid that named another process", p.kind)
+		if !p.Alive() {
+			t.Fatalf("the %s process was ended for a pid that named another process", p.Kind)
 		}
 	}
-	if code := run(main.start); code != 0 {
+	if code := run(main.Start); code != 0 {
 		t.Errorf("exit %d", code)
 	}
 	for _, p := range ps {
-		waitGone(t, p, fmt.Sprintf("the %s process (%d) outlived the kill", p.kind, p.pid))
+		agenttest.WaitGone(t, p, fmt.Sprintf("the %s process (%d) outlived the kill", p.Kind, p.Pid))
 	}
-	if !otherProc.alive() {
+	if !otherProc.Alive() {
 		t.Error("a process of no command's was ended")
 	}
 }

@@ -50,3 +50,10 @@ func statStart(stat []byte) (string, error) {
 	}
 	return f[19], nil
 }
+
+// safeText is text from the sandbox or /proc, cut short and with control characters escaped,
+// for an error message.
+func safeText(b []byte) string {
+	q := strconv.QuoteToASCII(string(b[:min(len(b), 512)]))
+	return q[1 : len(q)-1]
+}

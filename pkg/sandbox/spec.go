@@ -20,6 +20,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	"github.com/docker/go-units"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
@@ -156,9 +157,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			return nil, fmt.Errorf("encoding create settings: %w", err)
 		}
 	}
-	agent := ""
+	agentVersion := ""
 	if in.AgentDir != "" {
-		agent = AgentVersion
+		agentVersion = agent.Version
 	}
 	maps.Copy(labels, map[string]string{
 		LabelManaged:        "true",
@@ -171,7 +172,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		LabelProfile:        cfg.Profile,
 		LabelWorkspace:      cfg.Workspace,
 		LabelCreateSettings: string(settings),
-		LabelAgent:          agent,
+		LabelAgent:          agentVersion,
 	})
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
@@ -219,8 +220,8 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		return nil, err
 	}
 	if in.AgentDir != "" {
-		spec.Container.Cmd = agentCmd()
-		spec.Container.Env = append(spec.Container.Env, agentEnv+"="+agentSource)
+		spec.Container.Cmd = agent.Cmd(AgentMountPath)
+		spec.Container.Env = append(spec.Container.Env, agent.Env())
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,

@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
@@ -139,7 +140,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		LabelManaged: "true", LabelName: "other", LabelProject: "/", LabelConfigHash: "x", LabelConfig: "{}",
 		LabelCreatedAt: "2000-01-01T00:00:00Z", LabelVersion: "v0", LabelProfile: "browser", LabelWorkspace: "none",
 		LabelCreateSettings: `[{"Key":"network","Values":["host"],"Source":{"Layer":"flag"}}]`,
-		LabelAgent:          AgentVersion, imagebuild.LabelDockerfileHash: "x",
+		LabelAgent:          agent.Version, imagebuild.LabelDockerfileHash: "x",
 		"dev.sbx.agent-dir": "/home/u", "dev.sbx.future": "x", "org.example.title": "the image's own",
 	}
 	own := func(s *Spec) map[string]string {
@@ -168,7 +169,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		in.AgentDir = "/state/agent/app-1a2b3c"
 		in.CreateSettings = []config.Setting{{Key: "memory", Values: []string{"2g"}, Source: config.Source{Layer: config.LayerFlag, Name: "--memory"}}}
 	})
-	if l := s.Container.Labels; l[LabelAgent] != AgentVersion || !strings.Contains(l[LabelCreateSettings], `"memory"`) || strings.Contains(l[LabelCreateSettings], "network") {
+	if l := s.Container.Labels; l[LabelAgent] != agent.Version || !strings.Contains(l[LabelCreateSettings], `"memory"`) || strings.Contains(l[LabelCreateSettings], "network") {
 		t.Errorf("labels %v", l)
 	}
 }
@@ -362,16 +363,16 @@ func TestBuildSpecAgent(t *testing.T) {
 		t.Fatalf("no AgentDir, yet cmd %q labels %v", plain.Container.Cmd, plain.Container.Labels)
 	}
 	spec := buildTestSpec(t, func(in *SpecInput) { in.AgentDir = "/state/agent/app-1a2b3c" })
-	if spec.Container.Cmd[0] != "python3" || !slices.Contains(spec.Container.Cmd, AgentVersion) {
+	if spec.Container.Cmd[0] != "python3" || !slices.Contains(spec.Container.Cmd, agent.Version) {
 		t.Errorf("cmd %q", spec.Container.Cmd)
 	}
 	if strings.Contains(strings.Join(spec.Container.Cmd, " "), "selectors") {
 		t.Error("the agent's source is on the command line, where ps shows it")
 	}
-	if !slices.Contains(spec.Container.Env, agentEnv+"="+agentSource) {
+	if !slices.Contains(spec.Container.Env, agent.Env()) {
 		t.Error("the agent's source is not in the environment")
 	}
-	if spec.Container.Labels[LabelAgent] != AgentVersion {
+	if spec.Container.Labels[LabelAgent] != agent.Version {
 		t.Errorf("labels %v", spec.Container.Labels)
 	}
 	var found bool

@@ -7,25 +7,12 @@
 # pids limit cannot stall it. It imports only modules written in C, which keeps its start (a
 # sandbox's first command waits for it) near the interpreter's own.
 #
-# The socket's directory (DIR) is mounted read-only, so nothing in the sandbox can store a
-# byte there, the agent included: sbx binds the listening socket agent.sock on the host
-# before it starts the sandbox, and passes it over handoff.sock, the one socket the agent
-# connects to (connecting needs no write access to the mount). sbx sends the frame L with
-# the listener attached (SCM_RIGHTS); without it (a sandbox started by something other than
-# sbx, or an sbx that gave up), the agent only keeps the sandbox running and reaps orphans,
-# and sbx uses the engine's exec.
-#
-# Frames both ways: 1 byte type, 4 bytes big-endian length, payload of at most MAX_FRAME.
-#   agent -> client: H hello (version), P "pid start agent" (the command runs: its pid and
-#                    start time, field 22 of /proc/PID/stat, and the agent's pid), 1 stdout,
-#                    2 stderr, T the timeout expired (the agent is ending the command),
-#                    F spawn failure ("errno\0text"), Z exit code, X the agent gives up on the
-#                    connection (text), then closes
-#   client -> agent: R request, I stdin, E stdin EOF, W "rows cols", K abort: end the command
-# A frame of another type, a longer one, a second R or a malformed R or W is refused with X,
-# and the connection is dropped as if the client had gone away.
-# A request is NUL-terminated fields: tty, rows, cols, strict, timeout (ms, 0: none), grace
-# (ms), reap, cwd, argc, argv..., env...
+# The protocol (sockets, frames, the request, strict modes, limits and errors) is written
+# once, in PROTOCOL.md beside this file; the FRAME_* and STRICT_* constants below are
+# mirrored in Go (pkg/agent), and a test checks that both sides agree. The socket's
+# directory (DIR) is mounted read-only, so nothing in the sandbox can store a byte there,
+# the agent included: sbx binds the listening socket on the host and passes it over
+# handoff.sock, the one socket the agent connects to (connecting needs no write access).
 #
 # Ending a command: TERM to what belongs to it, then KILL after the grace period to what
 # still does. What belongs to it is its process group and session (the command starts as
@@ -39,21 +26,34 @@
 # up), so nothing forks away between the look and the kill. It reports Z at most KILL_DRAIN
 # after the KILL, or EXIT_DRAIN after what was left at the exit is gone, even when processes
 # it cannot attribute still hold the command's output open; it then stops reading it.
-# A client that goes away closes the command's stdin (or hangs up its terminal); with reap 1
-# and strict 0 it also ends the command. With strict 1, a client that goes away before E
-# ends the command first, so a cut stream is never taken for a complete one; with strict 2
-# (a command that owns its stdin, so the wrapper cannot see the client go), a client that
-# goes away before the exit does. With reap 0 (sbx's own launchers of background processes
-# and shell sessions, which start processes meant to outlive the exec) the command is no
-# subreaper, and K, or a client that goes away where strict says so, only sends TERM to its
-# process group.
+# A client that goes away ends the command as its strict mode says (PROTOCOL.md). With reap
+# 0 (sbx's own launchers of background processes and shell sessions, which start processes
+# meant to outlive the exec) the command is no subreaper, and ending it, on K or for a
+# client gone, only sends TERM to its process group.
 import os, sys, errno, select, fcntl, termios, time, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
+FRAME_HELLO = b"H"
+FRAME_REQUEST = b"R"
+FRAME_PROCESS = b"P"
+FRAME_SPAWN_FAILED = b"F"
+FRAME_STDOUT = b"1"
+FRAME_STDERR = b"2"
+FRAME_STDIN = b"I"
+FRAME_STDIN_EOF = b"E"
+FRAME_RESIZE = b"W"
+FRAME_ABORT = b"K"
+FRAME_TIMEOUT = b"T"
+FRAME_EXIT = b"Z"
+FRAME_REFUSED = b"X"
+FRAME_LISTENER = b"L"
+CLIENT_FRAMES = FRAME_REQUEST + FRAME_STDIN + FRAME_STDIN_EOF + FRAME_RESIZE + FRAME_ABORT
+STRICT_NONE = b"0"
+STRICT_STDIN = b"1"
+STRICT_EXIT = b"2"
 CHUNK = 256 << 10
 HIGH = 4 << 20
 MAX_FRAME = 8 << 20  # a request holds argv and environment: the kernel takes at most 6 MiB
-CLIENT_FRAMES = b"RIEWK"
 HANDOFF_WAIT = 30  # seconds; sbx sends the listener as soon as it accepts
 POLL = 0.2  # seconds between looks at what is left of a command being ended
 KILL_DRAIN = 0.2  # seconds output may still come after the KILL before Z
@@ -250,9 +250,9 @@ class Conn:
         self.stdin = None
         self.stdin_buf = bytearray()
         self.stdin_eof = False
-        self.strict = b"0"
+        self.strict = STRICT_NONE
         self.reap = False
-        self.send(frame(b"H", VERSION.encode()))
+        self.send(frame(FRAME_HELLO, VERSION.encode()))
 
     def send(self, data):
         if not self.gone:
@@ -322,7 +322,7 @@ class Conn:
                 raise ProtocolError("frame %r of %d bytes, more than %d" % (bytes(t), n, MAX_FRAME))
             if len(self.inbuf) < 5 + n:
                 return
-            if t == b"I":  # the bulk of a copy: straight to the pipe when nothing waits
+            if t == FRAME_STDIN:  # the bulk of a copy: straight to the pipe when nothing waits
                 if not self.stdin_eof:
                     with memoryview(self.inbuf) as mv:
                         data, done = mv[5:5 + n], 0
@@ -340,16 +340,16 @@ class Conn:
                 continue
             data = bytes(self.inbuf[5:5 + n])
             del self.inbuf[:5 + n]
-            if t == b"R":
+            if t == FRAME_REQUEST:
                 if self.pid is not None:
                     raise ProtocolError("a second request on one connection")
                 self.spawn(data.split(b"\0"))
-            elif t == b"E":
+            elif t == FRAME_STDIN_EOF:
                 self.stdin_eof = True
                 self.feed()
-            elif t == b"K":
+            elif t == FRAME_ABORT:
                 self.abort()
-            elif t == b"W":
+            elif t == FRAME_RESIZE:
                 rows, cols = data.split()
                 if self.master is not None:
                     winsize(self.master, int(rows), int(cols))
@@ -376,7 +376,7 @@ class Conn:
 
     def drop(self):
         """The client went away: end the command's input, keep draining its output."""
-        if (self.strict == b"2" or self.strict == b"0" and self.reap) and self.status is None or self.strict == b"1" and not self.stdin_eof:
+        if (self.strict == STRICT_EXIT or self.strict == STRICT_NONE and self.reap) and self.status is None or self.strict == STRICT_STDIN and not self.stdin_eof:
             self.abort()
         self.close()
         self.out.clear()
@@ -389,7 +389,7 @@ class Conn:
         """Give up on the connection (a frame refused, or a bug in a handler of fd): tell the
         client why if its socket takes it at once, then drop it as a client that went away."""
         if not self.gone:
-            self.out += frame(b"X", why.encode("utf-8", "replace")[:4096])
+            self.out += frame(FRAME_REFUSED, why.encode("utf-8", "replace")[:4096])
             try:
                 self.sock.send(self.out)
             except OSError:
@@ -414,7 +414,7 @@ class Conn:
         except (IndexError, ValueError):
             raise ProtocolError("malformed request") from None
         argv, envs = f[9:9 + argc], f[9 + argc:-1]
-        if not argv or len(argv) != argc or f[-1] != b"":
+        if not argv or len(argv) != argc or f[-1] != b"" or not (0 <= rows < 1 << 16 and 0 <= cols < 1 << 16):
             raise ProtocolError("malformed request")
         env = dict(base_env)
         if tty:
@@ -422,22 +422,24 @@ class Conn:
         for kv in envs:
             k, _, v = kv.partition(b"=")
             env[k] = v
-        mine = []  # our ends of the command's stdio
+        mine = []  # our ends of the command's stdio, each listed as soon as it is open
         theirs = []
         try:
             if tty:
-                self.master, slave = os.openpty()
-                theirs = [slave]
+                master, slave = os.openpty()
+                mine.append(master)
+                theirs.append(slave)
                 if rows and cols:
                     winsize(slave, rows, cols)
-                self.stdin = os.dup(self.master)
-                mine = [self.master, self.stdin]
+                mine.append(os.dup(master))
                 self.pid = start(argv, env, cwd, (slave, slave, slave), True, self.reap)
-                self.outputs = {self.master: b"1"}
+                self.master, self.stdin = mine
+                self.outputs = {master: FRAME_STDOUT}
             else:
-                pipes = [os.pipe() for _ in range(3)]
-                theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
-                mine = [pipes[0][1], pipes[1][0], pipes[2][0]]
+                for i in range(3):  # the command reads the first and writes the others
+                    r, w = os.pipe()
+                    mine.append(w if i == 0 else r)
+                    theirs.append(r if i == 0 else w)
                 for fd in mine:
                     try:  # fewer wakeups on large streams; the default is 64 KiB
                         fcntl.fcntl(fd, F_SETPIPE_SZ, 1 << 20)
@@ -445,20 +447,21 @@ class Conn:
                         pass
                 self.pid = start(argv, env, cwd, theirs, False, self.reap)
                 self.stdin = mine[0]
-                self.outputs = {mine[1]: b"1", mine[2]: b"2"}
-        except (OSError, SpawnError) as e:
-            for fd in mine:
+                self.outputs = {mine[1]: FRAME_STDOUT, mine[2]: FRAME_STDERR}
+        except Exception as e:
+            for fd in mine:  # whatever failed, the agent keeps no descriptor of this command
                 os.close(fd)
-            self.master = self.stdin = None
+            if not isinstance(e, (OSError, SpawnError)):
+                raise
             self.pid = False
             msg = e.args[0] if isinstance(e, SpawnError) else b"%d\0%s" % (e.errno or 0, (e.strerror or str(e)).encode())
-            self.send(frame(b"F", msg))
+            self.send(frame(FRAME_SPAWN_FAILED, msg))
             return
         finally:
             for fd in theirs:
                 os.close(fd)
         self.job = Job(self, self.pid, timeout, grace)
-        self.send(frame(b"P", b"%d %d %d" % (self.pid, self.job.start, MYPID)))
+        self.send(frame(FRAME_PROCESS, b"%d %d %d" % (self.pid, self.job.start, MYPID)))
         for fd in mine:
             os.set_blocking(fd, False)
         for fd in self.outputs:
@@ -527,7 +530,7 @@ class Conn:
     def finish(self):
         if self.done() and not self.reported:
             self.reported = True
-            self.send(frame(b"Z", b"%d" % self.status))
+            self.send(frame(FRAME_EXIT, b"%d" % self.status))
             self.end_input()  # without E (sbx sends none without -i) it would stay open
 
     def force(self):
@@ -597,7 +600,7 @@ class Job:
 
     def expire(self):
         self.timed_out = True
-        self.conn.send(frame(b"T"))
+        self.conn.send(frame(FRAME_TIMEOUT))
         self.end()
 
     def end(self):
@@ -759,7 +762,7 @@ def take_listener():
         for level, kind, data in anc:
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
                 fds += [int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4)]
-        if msg != frame(b"L") or len(fds) != 1:
+        if msg != frame(FRAME_LISTENER) or len(fds) != 1:
             raise ValueError("unexpected hand-off %r with %d descriptors" % (msg, len(fds)))
         os.set_inheritable(fds[0], False)  # received without close-on-exec
         sock = _socket.socket(fileno=fds[0])

@@ -1,4 +1,4 @@
-package sandbox
+package agent
 
 import (
 	"context"
@@ -10,11 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dialAgentSocket connects to dir/agent.sock. The directory is mounted read-only in sandboxes
-// made by this sbx, but one made by an older sbx could write there, so the socket is opened
-// without following links and checked to be a socket, then reached through /proc/self/fd: a
-// link planted there can never point sbx elsewhere, and the path's length does not matter.
-func dialAgentSocket(ctx context.Context, dir string) (net.Conn, error) {
+// Dial connects to the agent whose socket is in dir; Hello then checks who answers. The
+// directory is mounted read-only in sandboxes made by this sbx, but one made by an older sbx
+// could write there, so the socket is opened without following links and checked to be a
+// socket, then reached through /proc/self/fd: a link planted there can never point sbx
+// elsewhere, and the path's length does not matter.
+func Dial(ctx context.Context, dir string) (*Client, error) {
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -33,30 +34,35 @@ func dialAgentSocket(ctx context.Context, dir string) (net.Conn, error) {
 		return nil, fmt.Errorf("%s/%s is not a socket", dir, agentSocket)
 	}
 	var d net.Dialer
-	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+	conn, err := d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		return nil, err
+	}
+	return newClient(conn), nil
 }
 
-// agentHandoff is the pair of sockets sbx makes in a sandbox's agent directory before it
-// starts the sandbox (see agent.go): agent.sock, whose listener the agent takes, and
-// handoff.sock, where the agent comes to take it.
-type agentHandoff struct {
+// Handoff is the pair of sockets sbx makes in a sandbox's agent directory before it starts
+// the sandbox: agent.sock, whose listener the agent takes, and handoff.sock, where the agent
+// comes to take it. A client that dials agent.sock meanwhile waits in its backlog, and is
+// never taken for the agent.
+type Handoff struct {
 	dfd int // the directory: every name is bound and removed relative to it
 	lfd int // agent.sock's listener
 	ho  *net.UnixListener
 }
 
-// listenHandoff binds both sockets in dir, replacing what a previous run left. agent.sock is
+// ListenHandoff binds both sockets in dir, replacing what a previous run left. agent.sock is
 // for sbx alone (0600); handoff.sock must let the sandbox user in, whatever its uid (0666);
 // the private directory above keeps other host users away from both.
-func listenHandoff(dir string) (_ *agentHandoff, err error) {
+func ListenHandoff(dir string) (_ *Handoff, err error) {
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	h := &agentHandoff{dfd: dfd, lfd: -1}
+	h := &Handoff{dfd: dfd, lfd: -1}
 	defer func() {
 		if err != nil {
-			h.close(false)
+			h.Close(false)
 		}
 	}()
 	if h.lfd, err = bindAt(dfd, agentSocket, 0o600, 128); err != nil {
@@ -101,9 +107,9 @@ func bindAt(dfd int, name string, mode uint32, backlog int) (int, error) {
 	return fd, nil
 }
 
-// pass waits up to wait for the agent to connect to handoff.sock and sends it agent.sock's
+// Pass waits up to wait for the agent to connect to handoff.sock and sends it agent.sock's
 // listener: the frame L with the descriptor attached.
-func (h *agentHandoff) pass(ctx context.Context, wait time.Duration) error {
+func (h *Handoff) Pass(ctx context.Context, wait time.Duration) error {
 	_ = h.ho.SetDeadline(time.Now().Add(wait))
 	stop := context.AfterFunc(ctx, func() { _ = h.ho.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -116,17 +122,17 @@ func (h *agentHandoff) pass(ctx context.Context, wait time.Duration) error {
 	}
 	defer c.Close()
 	_ = c.SetWriteDeadline(time.Now().Add(wait))
-	frame := []byte{'L', 0, 0, 0, 0}
+	frame := []byte{byte(FrameListener), 0, 0, 0, 0}
 	if _, _, err := c.WriteMsgUnix(frame, unix.UnixRights(h.lfd), nil); err != nil {
 		return fmt.Errorf("sending it the socket: %w", err)
 	}
 	return nil
 }
 
-// close releases sbx's side and removes handoff.sock; with passed false (the agent did not
+// Close releases sbx's side and removes handoff.sock; with passed false (the agent did not
 // take the listener) agent.sock goes too, so a client finds no socket rather than one that
 // nobody answers.
-func (h *agentHandoff) close(passed bool) {
+func (h *Handoff) Close(passed bool) {
 	if h.ho != nil {
 		h.ho.Close()
 	}

@@ -1,0 +1,120 @@
+// Package agent holds sbx's in-sandbox agent (agent.py, the main process of sandboxes on
+// bundled images, which starts commands without the engine's exec path) and the Go side of
+// its protocol: the request, the frames, the client that speaks them over the agent's
+// socket, and the hand-off of that socket when a sandbox starts. PROTOCOL.md, beside this
+// file, describes the protocol for both sides; the constants here mirror agent.py's.
+//
+// Where the agent's directory lives, when a sandbox gets an agent and whether a command goes
+// to it or to the engine's exec is lifecycle, and stays in pkg/sandbox.
+package agent
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed agent.py
+var source string
+
+// Version names the agent's source: a sandbox runs the agent its label names, and sbx talks
+// only to the one it carries.
+var Version = func() string {
+	sum := sha256.Sum256([]byte(source))
+	return hex.EncodeToString(sum[:6])
+}()
+
+// EnvVar carries the agent's source to its process: on the command line, ps in the sandbox
+// would show all of it. The agent removes it from the environment it passes on.
+const EnvVar = "SBX_AGENT"
+
+// Env is the variable that gives Cmd the agent's source.
+func Env() string { return EnvVar + "=" + source }
+
+// Cmd is the main process of a sandbox with an agent whose directory is mounted at dir.
+func Cmd(dir string) []string {
+	// -I ignores PYTHON* variables a config may set; -S skips site, which it does not need.
+	return []string{"python3", "-I", "-S", "-c", "import os;exec(os.environ.pop('" + EnvVar + "'))", Version, dir}
+}
+
+// FrameType is a frame's first byte (PROTOCOL.md, "Frames").
+type FrameType byte
+
+const (
+	FrameHello       FrameType = 'H'
+	FrameRequest     FrameType = 'R'
+	FrameProcess     FrameType = 'P'
+	FrameSpawnFailed FrameType = 'F'
+	FrameStdout      FrameType = '1'
+	FrameStderr      FrameType = '2'
+	FrameStdin       FrameType = 'I'
+	FrameStdinEOF    FrameType = 'E'
+	FrameResize      FrameType = 'W'
+	FrameAbort       FrameType = 'K'
+	FrameTimeout     FrameType = 'T'
+	FrameExit        FrameType = 'Z'
+	FrameRefused     FrameType = 'X'
+	FrameListener    FrameType = 'L'
+)
+
+// Strict says what a client that goes away does to its command (PROTOCOL.md, "Strict modes").
+type Strict int
+
+const (
+	StrictNone  Strict = 0
+	StrictStdin Strict = 1
+	StrictExit  Strict = 2
+)
+
+const (
+	// MaxRequest bounds a frame to the agent (MAX_FRAME in agent.py), which a request, with
+	// the command's arguments and variables, may fill: the kernel takes at most 6 MiB.
+	MaxRequest = 8 << 20
+	// maxFrame bounds a frame from the agent, which sends at most 256 KiB of output at once.
+	maxFrame = 1 << 20
+	// helloWait bounds the agent's greeting; a paused sandbox accepts but never greets.
+	helloWait = 2 * time.Second
+	// chunk is the most stdin one frame carries, as much as the agent reads at once.
+	chunk = 256 << 10
+	// The sockets in an agent's directory (PROTOCOL.md, "Sockets").
+	agentSocket   = "agent.sock"
+	handoffSocket = "handoff.sock"
+)
+
+// Request is one command for the agent (PROTOCOL.md, "Request").
+type Request struct {
+	TTY        bool
+	Rows, Cols uint // the terminal's size; 0 leaves it
+	Strict     Strict
+	Timeout    time.Duration // 0 means none
+	Grace      time.Duration // between TERM and KILL
+	// Reap makes the command a subreaper whose every process is ended with it; without,
+	// the agent only sends TERM to its process group.
+	Reap bool
+	Dir  string // the working directory; "" is the agent's
+	Argv []string
+	Env  []string // K=V over the agent's environment
+}
+
+// Encode is the R frame's body. Arguments and variables cannot hold NUL (sbx refuses them
+// before), so any other bytes pass unchanged.
+func (r Request) Encode() []byte {
+	fields := []string{bit(r.TTY), strconv.FormatUint(uint64(r.Rows), 10), strconv.FormatUint(uint64(r.Cols), 10),
+		strconv.Itoa(int(r.Strict)), strconv.FormatInt(ceilMs(r.Timeout), 10), strconv.FormatInt(ceilMs(r.Grace), 10),
+		bit(r.Reap), r.Dir, strconv.Itoa(len(r.Argv))}
+	fields = append(append(fields, r.Argv...), r.Env...)
+	return []byte(strings.Join(fields, "\x00") + "\x00")
+}
+
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// ceilMs is d in whole milliseconds, rounded up so that no timeout becomes none.
+func ceilMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }

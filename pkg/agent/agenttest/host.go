@@ -1,0 +1,118 @@
+// Package agenttest helps tests that run the agent, or what ends a command's processes, on
+// the host: python3, and processes named so that a reused pid is never taken for them.
+package agenttest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Python3 skips the test when the host has no python3, unless SBX_REQUIRE_PYTHON3=1 (as in
+// make test), where it fails: CI must not pass by skipping the agent's tests.
+func Python3(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		if os.Getenv("SBX_REQUIRE_PYTHON3") == "1" {
+			t.Fatalf("SBX_REQUIRE_PYTHON3=1 but the host has no python3: %v", err)
+		}
+		t.Skip("needs python3 on the host (set SBX_REQUIRE_PYTHON3=1 to fail instead)")
+	}
+}
+
+// Proc is a process on the host, named by its pid and start time (field 22 of
+// /proc/PID/stat) so that a reused pid is never taken for it.
+type Proc struct {
+	Kind  string
+	Pid   int
+	Start string
+}
+
+// ProcOf names the running process pid.
+func ProcOf(t testing.TB, kind string, pid int) Proc {
+	t.Helper()
+	start, _ := stat(pid)
+	if start == "" {
+		t.Fatalf("process %d: no start time in /proc", pid)
+	}
+	return Proc{Kind: kind, Pid: pid, Start: start}
+}
+
+// stat is process pid's start time and whether it runs (a zombie does not); "" when it is
+// gone.
+func stat(pid int) (start string, running bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:])) // the name may hold spaces
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], f[0] != "Z"
+}
+
+// Alive reports whether p still runs.
+func (p Proc) Alive() bool {
+	start, running := stat(p.Pid)
+	return running && start == p.Start
+}
+
+// Kill ends p if it is still that process; for what a test leaves running on purpose.
+func (p Proc) Kill() {
+	if p.Alive() {
+		_ = unix.Kill(p.Pid, unix.SIGKILL)
+	}
+}
+
+// Noted reads the processes a test's script noted in dir, one file each, named after its
+// kind: "PID START". They are killed when the test ends.
+func Noted(t testing.TB, dir string, kinds ...string) []Proc {
+	t.Helper()
+	var ps []Proc
+	for _, k := range kinds {
+		data, err := os.ReadFile(filepath.Join(dir, k))
+		if err != nil {
+			t.Fatalf("the %s process noted nothing: %v", k, err)
+		}
+		p := Proc{Kind: k}
+		if _, err := fmt.Sscanf(string(data), "%d %s", &p.Pid, &p.Start); err != nil {
+			t.Fatalf("%s: %q: %v", k, data, err)
+		}
+		t.Cleanup(p.Kill)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// WaitGone waits for p to end; the bound only fails a test whose process never does.
+func WaitGone(t testing.TB, p Proc, what string) {
+	t.Helper()
+	for range 1200 {
+		if !p.Alive() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal(what)
+}
+
+// WaitFile waits for a file a command creates; the bound only fails a test whose command
+// never gets there.
+func WaitFile(t testing.TB, path, what string) {
+	t.Helper()
+	for range 600 {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal(what)
+}

@@ -1,0 +1,194 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Client is one connection to an agent, which runs one command.
+type Client struct {
+	conn net.Conn
+	rd   *bufio.Reader
+	mu   sync.Mutex // serialises frames written by the stdin and resize goroutines
+	code int
+	exit bool   // a Z frame arrived
+	late bool   // a T frame arrived: the agent ended the command at its timeout
+	buf  []byte // the last frame's body
+
+	pmu     sync.Mutex // started, read while copyOutput runs
+	started Process
+}
+
+// Process is the command as the agent's P frame names it.
+type Process struct {
+	Pid   int // in the sandbox
+	Start int // its start time, field 22 of /proc/PID/stat
+	Agent int // the agent's pid
+}
+
+func newClient(conn net.Conn) *Client {
+	return &Client{conn: conn, rd: bufio.NewReaderSize(conn, 256<<10)}
+}
+
+// Hello waits for the agent's greeting and checks that it is this Version.
+func (c *Client) Hello() error {
+	// A read deadline in the past ends a read that waits too long, without reading the clock.
+	t := time.AfterFunc(helloWait, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	typ, body, err := c.next()
+	if !t.Stop() && err == nil {
+		err = errors.New("greeting came too late")
+	}
+	if err != nil {
+		return err
+	}
+	if typ != FrameHello || string(body) != Version {
+		return fmt.Errorf("unexpected greeting %q", body)
+	}
+	return nil
+}
+
+// Start sends the request, encoded by Request.Encode.
+func (c *Client) Start(req []byte) error { return c.send(FrameRequest, req) }
+
+func (c *Client) send(typ FrameType, body []byte) error {
+	var hdr [5]byte
+	hdr[0] = byte(typ)
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(body)))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	bufs := net.Buffers{hdr[:], body} // one writev
+	_, err := bufs.WriteTo(c.conn)
+	return err
+}
+
+// ErrProtocol is a frame from the agent that the client does not take: the caller drops the
+// connection.
+var ErrProtocol = errors.New("protocol error")
+
+func (c *Client) next() (FrameType, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(c.rd, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("%w: the agent sent a frame of %d bytes, more than %d", ErrProtocol, n, maxFrame)
+	}
+	// Output frames are written out before the next read, so their buffer is reused.
+	if cap(c.buf) < int(n) {
+		c.buf = make([]byte, n)
+	}
+	body := c.buf[:n]
+	_, err := io.ReadFull(c.rd, body)
+	return FrameType(hdr[0]), body, err
+}
+
+// Write sends stdin to the command.
+func (c *Client) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += chunk {
+		if err := c.send(FrameStdin, p[off:min(len(p), off+chunk)]); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+// CloseStdin ends the command's input.
+func (c *Client) CloseStdin() error { return c.send(FrameStdinEOF, nil) }
+
+// Abort asks the agent to end the command and drop what input it did not write yet.
+func (c *Client) Abort() { _ = c.send(FrameAbort, nil) }
+
+// Resize sets the size of the command's terminal.
+func (c *Client) Resize(h, w uint) { _ = c.send(FrameResize, []byte(fmt.Sprintf("%d %d", h, w))) }
+
+// CopyOutput copies the command's output until it ends. It ends without an exit code when
+// the agent went away (the sandbox stopped); a command that could not start is a
+// *SpawnError.
+func (c *Client) CopyOutput(stdout, stderr io.Writer) error {
+	for {
+		typ, body, err := c.next()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) {
+				return nil
+			}
+			return err
+		}
+		switch typ {
+		case FrameStdout:
+			if _, err := stdout.Write(body); err != nil {
+				return err
+			}
+		case FrameStderr:
+			if _, err := stderr.Write(body); err != nil {
+				return err
+			}
+		case FrameProcess:
+			var p Process
+			if n, _ := fmt.Sscanf(string(body), "%d %d %d", &p.Pid, &p.Start, &p.Agent); n != 3 || p.Pid <= 0 {
+				return fmt.Errorf("%w: the agent sent the process %q", ErrProtocol, safeText(body))
+			}
+			c.pmu.Lock()
+			c.started = p
+			c.pmu.Unlock()
+		case FrameTimeout:
+			c.late = true
+		case FrameExit:
+			c.code, err = strconv.Atoi(string(body))
+			c.exit = err == nil
+			if err != nil {
+				return fmt.Errorf("%w: the agent sent exit status %q", ErrProtocol, safeText(body))
+			}
+			return nil
+		case FrameSpawnFailed:
+			num, msg, _ := strings.Cut(string(body), "\x00")
+			errno, _ := strconv.Atoi(num)
+			return &SpawnError{Errno: syscall.Errno(errno), Msg: msg}
+		case FrameRefused:
+			return fmt.Errorf("%w: the agent dropped the command: %s", ErrProtocol, safeText(body))
+		default:
+			return fmt.Errorf("%w: the agent sent a frame of unknown type %q", ErrProtocol, typ)
+		}
+	}
+}
+
+// safeText is text from the sandbox, cut short and with control characters escaped, for an
+// error message.
+func safeText(b []byte) string {
+	q := strconv.QuoteToASCII(string(b[:min(len(b), 512)]))
+	return q[1 : len(q)-1]
+}
+
+// Exit is the command's exit code, once CopyOutput has returned; ok is false when none came
+// (the agent went away).
+func (c *Client) Exit() (code int, ok bool) { return c.code, c.exit }
+
+// TimedOut says the agent ended the command at its timeout.
+func (c *Client) TimedOut() bool { return c.late }
+
+// Started is the command's process as the agent named it; its Pid is 0 until then.
+func (c *Client) Started() Process {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	return c.started
+}
+
+// Close drops the connection.
+func (c *Client) Close() { c.conn.Close() }
+
+// SpawnError is an agent that could not start a command.
+type SpawnError struct {
+	Errno syscall.Errno
+	Msg   string
+}
+
+func (e *SpawnError) Error() string { return e.Msg }
