@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -23,56 +23,23 @@ func testFactory(env map[string]string) *cmdutil.Factory {
 }
 
 func TestNewCmdExecFlags(t *testing.T) {
-	tests := []struct {
-		args    []string
-		wantErr string
-		check   func(*testing.T, *ExecOptions)
-	}{
-		{args: []string{"--", "python3", "-c", "print(1)"}, check: func(t *testing.T, o *ExecOptions) {
-			if strings.Join(o.Command, " ") != "python3 -c print(1)" || o.TimeoutSet {
-				t.Errorf("%+v", o)
-			}
+	cmdtest.Flags(t, NewCmdExec, []cmdtest.FlagCase[ExecOptions]{
+		{Args: []string{"--", "python3", "-c", "print(1)"}, Check: func(o *ExecOptions) bool {
+			return strings.Join(o.Command, " ") == "python3 -c print(1)" && !o.TimeoutSet
 		}},
-		{args: []string{"-n", "web", "-it", "-w", "src", "-e", "A=1", "-e", "B", "-u", "0", "--timeout", "2s", "--", "bash"}, check: func(t *testing.T, o *ExecOptions) {
-			if o.Name != "web" || !o.Interactive || !o.TTY || o.WorkDir != "src" || len(o.Env) != 2 || o.User != "0" || o.Timeout != 2*time.Second || !o.TimeoutSet {
-				t.Errorf("%+v", o)
-			}
+		{Args: []string{"-n", "web", "-it", "-w", "src", "-e", "A=1", "-e", "B", "-u", "0", "--timeout", "2s", "--", "bash"}, Check: func(o *ExecOptions) bool {
+			return o.Name == "web" && o.Interactive && o.TTY && o.WorkDir == "src" && len(o.Env) == 2 && o.User == "0" && o.Timeout == 2*time.Second && o.TimeoutSet
 		}},
-		{args: []string{"ls", "-la"}, check: func(t *testing.T, o *ExecOptions) {
-			if strings.Join(o.Command, " ") != "ls -la" {
-				t.Errorf("flags after the command belong to it: %v", o.Command)
-			}
+		// Flags after the command belong to it.
+		{Args: []string{"ls", "-la"}, Check: func(o *ExecOptions) bool { return strings.Join(o.Command, " ") == "ls -la" }},
+		{Args: []string{"-d", "--timeout", "1m", "--", "python3", "-m", "http.server"}, Check: func(o *ExecOptions) bool {
+			return o.Detach && o.Timeout == time.Minute && o.TimeoutSet && strings.Join(o.Command, " ") == "python3 -m http.server"
 		}},
-		{args: []string{"-d", "--timeout", "1m", "--", "python3", "-m", "http.server"}, check: func(t *testing.T, o *ExecOptions) {
-			if !o.Detach || o.Timeout != time.Minute || !o.TimeoutSet || strings.Join(o.Command, " ") != "python3 -m http.server" {
-				t.Errorf("%+v", o)
-			}
-		}},
-		{args: []string{"-d", "-i", "--", "cat"}, wantErr: "-d cannot be combined"},
-		{args: []string{"-dt", "--", "bash"}, wantErr: "-d cannot be combined"},
-		{args: []string{}, wantErr: "requires at least 1 arg"},
-		{args: []string{"-n", "Bad Name", "--", "true"}, wantErr: "name"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			var got *ExecOptions
-			cmd := NewCmdExec(testFactory(nil), func(_ context.Context, o *ExecOptions) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(os.Stderr)
-			cmd.SilenceUsage, cmd.SilenceErrors = true, true
-			err := cmd.Execute()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, got)
-		})
-	}
+		{Args: []string{"-d", "-i", "--", "cat"}, WantErr: "-d cannot be combined"},
+		{Args: []string{"-dt", "--", "bash"}, WantErr: "-d cannot be combined"},
+		{Args: []string{}, WantErr: "requires at least 1 arg"},
+		{Args: []string{"-n", "Bad Name", "--", "true"}, WantErr: "name"},
+	})
 }
 
 func TestWorkDir(t *testing.T) {

@@ -1,45 +1,18 @@
 package kill
 
 import (
-	"context"
-	"os"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
-	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 )
 
 func TestNewCmdKillFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args          []string
-		wantErr       string
-		id, sig, name string
-	}{
-		{args: []string{"3fa9c1"}, id: "3fa9c1", sig: "TERM"},
-		{args: []string{"-n", "web", "--signal", "sigkill", "3fa9c1"}, id: "3fa9c1", sig: "KILL", name: "web"},
-		{args: []string{"-s", "9", "x"}, id: "x", sig: "9"},
-		{args: []string{"--signal", "NOPE", "x"}, wantErr: "unknown signal"},
-		{args: []string{"a/b"}, wantErr: "bad process ID"},
-		{args: nil, wantErr: "accepts 1 arg"},
-	} {
-		var got *KillOptions
-		cmd := NewCmdKill(f, func(_ context.Context, o *KillOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got.ID != tt.id || got.Signal != tt.sig || got.Name != tt.name {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+	cmdtest.Flags(t, NewCmdKill, []cmdtest.FlagCase[KillOptions]{
+		{Args: []string{"3fa9c1"}, Check: func(o *KillOptions) bool { return o.ID == "3fa9c1" && o.Signal == "TERM" && o.Name == "" }},
+		{Args: []string{"-n", "web", "--signal", "sigkill", "3fa9c1"}, Check: func(o *KillOptions) bool { return o.ID == "3fa9c1" && o.Signal == "KILL" && o.Name == "web" }},
+		{Args: []string{"-s", "9", "x"}, Check: func(o *KillOptions) bool { return o.ID == "x" && o.Signal == "9" }},
+		{Args: []string{"--signal", "NOPE", "x"}, WantErr: "unknown signal"},
+		{Args: []string{"a/b"}, WantErr: "bad process ID"},
+		{Args: nil, WantErr: "accepts 1 arg"},
+	})
 }

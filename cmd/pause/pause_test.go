@@ -2,7 +2,6 @@ package pause
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -19,31 +19,15 @@ import (
 )
 
 func TestNewCmdPauseAndResumeFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, build := range []func(*cmdutil.Factory, func(context.Context, *PauseOptions) error) *cobra.Command{NewCmdPause, NewCmdResume} {
-		newCmd := func(runF func(context.Context, *PauseOptions) error) *cobra.Command {
-			c := build(f, runF)
-			c.SetOut(os.Stderr)
-			c.SilenceUsage, c.SilenceErrors = true, true
-			return c
-		}
-		var got *PauseOptions
-		cmd := newCmd(func(_ context.Context, o *PauseOptions) error { got = o; return nil })
-		cmd.SetArgs([]string{"web", "db"})
-		if err := cmd.Execute(); err != nil || strings.Join(got.Names, ",") != "web,db" {
-			t.Errorf("names: %+v %v", got, err)
-		}
-		cmd = newCmd(func(_ context.Context, o *PauseOptions) error { got = o; return nil })
-		cmd.SetArgs(nil)
-		if err := cmd.Execute(); err != nil || len(got.Names) != 1 || got.Names[0] == "" {
-			t.Errorf("the project's default sandbox: %+v %v", got, err)
-		}
-		cmd = newCmd(func(context.Context, *PauseOptions) error { t.Error("ran"); return nil })
-		cmd.SetArgs([]string{"Bad Name"})
-		if err := cmd.Execute(); errs.ExitCode(err) != errs.CodeUsage {
-			t.Errorf("bad name: %v", err)
-		}
+	for name, build := range map[string]func(*cmdutil.Factory, func(context.Context, *PauseOptions) error) *cobra.Command{"pause": NewCmdPause, "resume": NewCmdResume} {
+		t.Run(name, func(t *testing.T) {
+			cmdtest.Flags(t, build, []cmdtest.FlagCase[PauseOptions]{
+				{Args: []string{"web", "db"}, Check: func(o *PauseOptions) bool { return strings.Join(o.Names, ",") == "web,db" }},
+				// The project's default sandbox.
+				{Args: nil, Check: func(o *PauseOptions) bool { return len(o.Names) == 1 && o.Names[0] != "" }},
+				{Args: []string{"Bad Name"}, WantErr: "name", Code: errs.CodeUsage},
+			})
+		})
 	}
 }
 

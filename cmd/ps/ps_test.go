@@ -1,47 +1,22 @@
 package ps
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func TestNewCmdPsFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-		name    string
-		json    bool
-	}{
-		{args: nil},
-		{args: []string{"-n", "web", "--json"}, name: "web", json: true},
-		{args: []string{"extra"}, wantErr: "unknown command"},
-		{args: []string{"-n", "Bad Name"}, wantErr: "name"},
-	} {
-		var got *PsOptions
-		cmd := NewCmdPs(f, func(_ context.Context, o *PsOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got.Name != tt.name || got.JSON != tt.json {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+	cmdtest.Flags(t, NewCmdPs, []cmdtest.FlagCase[PsOptions]{
+		{Args: nil, Check: func(o *PsOptions) bool { return o.Name == "" && !o.JSON }},
+		{Args: []string{"-n", "web", "--json"}, Check: func(o *PsOptions) bool { return o.Name == "web" && o.JSON }},
+		{Args: []string{"extra"}, WantErr: "unknown command"},
+		{Args: []string{"-n", "Bad Name"}, WantErr: "name"},
+	})
 }
 
 func TestEntriesAndState(t *testing.T) {

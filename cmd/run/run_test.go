@@ -1,73 +1,41 @@
 package run
 
 import (
-	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
-func parse(t *testing.T, args ...string) (*RunOptions, error) {
-	t.Helper()
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	var got *RunOptions
-	cmd := NewCmdRun(f, func(_ context.Context, o *RunOptions) error { got = o; return nil })
-	cmd.SetArgs(args)
-	cmd.SetOut(os.Stderr)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.Execute()
-	return got, err
-}
-
 func TestNewCmdRunFlags(t *testing.T) {
-	o, err := parse(t, "--lang", "python", "-c", "print(1)")
-	if err != nil || o.Lang != "python" || o.Code != "print(1)" || !o.CodeSet || o.Stdin || o.File != "" || o.MaxOutput != sandbox.DefaultMaxOutput || o.TimeoutSet || o.JSON {
-		t.Errorf("%+v %v", o, err)
-	}
-	o, err = parse(t, "-n", "web", "-l", "bash", "-c", "", "--timeout", "3s", "--max-output", "10", "--json")
-	if err != nil || o.Name != "web" || !o.CodeSet || o.Timeout != 3*time.Second || !o.TimeoutSet || o.MaxOutput != 10 || !o.JSON {
-		t.Errorf("empty code is code: %+v %v", o, err)
-	}
-	o, err = parse(t, "--lang", "node", "-")
-	if err != nil || !o.Stdin || o.CodeSet {
-		t.Errorf("stdin: %+v %v", o, err)
-	}
-	o, err = parse(t, "-f", "dir/script.py")
-	if err != nil || o.Lang != "python" || o.File != "dir/script.py" {
-		t.Errorf("language from the file: %+v %v", o, err)
-	}
-	o, err = parse(t, "-f", "Hello.java", "--lang", "bash")
-	if err != nil || o.Lang != "bash" {
-		t.Errorf("--lang wins over the extension: %+v %v", o, err)
-	}
-
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--lang", "python"}, "exactly once"},
-		{[]string{"--lang", "python", "-c", "1", "-"}, "exactly once"},
-		{[]string{"--lang", "python", "-c", "1", "-f", "x.py"}, "exactly once"},
-		{[]string{"-c", "1"}, "--lang is required"},
-		{[]string{"-f", "x.rb"}, "--lang is required"},
-		{[]string{"--lang", "ruby", "-c", "1"}, `unknown language "ruby"`},
-		{[]string{"--lang", "python", "-c", "1", "extra"}, `unexpected argument "extra"`},
-		{[]string{"--lang", "python", "-c", "1", "--max-output", "0"}, "--max-output"},
-		{[]string{"--lang", "python", "-c", "1", "--timeout", "-1s"}, "negative"},
-		{[]string{"-n", "Bad Name", "--lang", "python", "-c", "1"}, "name"},
-	} {
-		if _, err := parse(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
-		}
-	}
+	cmdtest.Flags(t, NewCmdRun, []cmdtest.FlagCase[RunOptions]{
+		{Args: []string{"--lang", "python", "-c", "print(1)"}, Check: func(o *RunOptions) bool {
+			return o.Lang == "python" && o.Code == "print(1)" && o.CodeSet && !o.Stdin && o.File == "" && o.MaxOutput == sandbox.DefaultMaxOutput && !o.TimeoutSet && !o.JSON
+		}},
+		// Empty code is code.
+		{Args: []string{"-n", "web", "-l", "bash", "-c", "", "--timeout", "3s", "--max-output", "10", "--json"}, Check: func(o *RunOptions) bool {
+			return o.Name == "web" && o.CodeSet && o.Timeout == 3*time.Second && o.TimeoutSet && o.MaxOutput == 10 && o.JSON
+		}},
+		{Args: []string{"--lang", "node", "-"}, Check: func(o *RunOptions) bool { return o.Stdin && !o.CodeSet }},
+		// The language from the file's extension, unless --lang says otherwise.
+		{Args: []string{"-f", "dir/script.py"}, Check: func(o *RunOptions) bool { return o.Lang == "python" && o.File == "dir/script.py" }},
+		{Args: []string{"-f", "Hello.java", "--lang", "bash"}, Check: func(o *RunOptions) bool { return o.Lang == "bash" }},
+		{Args: []string{"--lang", "python"}, WantErr: "exactly once"},
+		{Args: []string{"--lang", "python", "-c", "1", "-"}, WantErr: "exactly once"},
+		{Args: []string{"--lang", "python", "-c", "1", "-f", "x.py"}, WantErr: "exactly once"},
+		{Args: []string{"-c", "1"}, WantErr: "--lang is required"},
+		{Args: []string{"-f", "x.rb"}, WantErr: "--lang is required"},
+		{Args: []string{"--lang", "ruby", "-c", "1"}, WantErr: `unknown language "ruby"`},
+		{Args: []string{"--lang", "python", "-c", "1", "extra"}, WantErr: `unexpected argument "extra"`},
+		{Args: []string{"--lang", "python", "-c", "1", "--max-output", "0"}, WantErr: "--max-output"},
+		{Args: []string{"--lang", "python", "-c", "1", "--timeout", "-1s"}, WantErr: "negative"},
+		{Args: []string{"-n", "Bad Name", "--lang", "python", "-c", "1"}, WantErr: "name"},
+	})
 }
 
 func TestReadCode(t *testing.T) {

@@ -1,13 +1,11 @@
 package sh
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -15,50 +13,28 @@ import (
 )
 
 func TestNewCmdShFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-		check   func(*ShOptions) bool
-	}{
-		{args: []string{"-c", "pwd"}, check: func(o *ShOptions) bool {
+	cmdtest.Flags(t, NewCmdSh, []cmdtest.FlagCase[ShOptions]{
+		{Args: []string{"-c", "pwd"}, Check: func(o *ShOptions) bool {
 			return o.Script == "pwd" && o.ScriptSet && o.Session == "default" && !o.TimeoutSet && o.Wait == time.Minute && !o.Reset && !o.List
 		}},
-		{args: []string{"-c", ""}, check: func(o *ShOptions) bool { return o.ScriptSet && o.Script == "" }},
-		{args: []string{"-n", "web", "-s", "build", "--timeout", "20m", "--wait", "5s", "-c", "make"}, check: func(o *ShOptions) bool {
+		{Args: []string{"-c", ""}, Check: func(o *ShOptions) bool { return o.ScriptSet && o.Script == "" }},
+		{Args: []string{"-n", "web", "-s", "build", "--timeout", "20m", "--wait", "5s", "-c", "make"}, Check: func(o *ShOptions) bool {
 			return o.Name == "web" && o.Session == "build" && o.Timeout == 20*time.Minute && o.TimeoutSet && o.Wait == 5*time.Second
 		}},
-		{args: []string{"--timeout", "0", "-c", "x"}, check: func(o *ShOptions) bool { return o.TimeoutSet && o.Timeout == 0 }},
-		{args: []string{"--reset"}, check: func(o *ShOptions) bool { return o.Reset && !o.ScriptSet }},
-		{args: []string{"--reset", "-c", "ls"}, check: func(o *ShOptions) bool { return o.Reset && o.ScriptSet }},
-		{args: []string{"--list", "--json", "-s", "x"}, check: func(o *ShOptions) bool { return o.List && o.JSON }},
-		{args: nil, wantErr: "give a script with -c"},
-		{args: []string{"--list", "-c", "x"}, wantErr: "--list cannot be combined"},
-		{args: []string{"--list", "--reset"}, wantErr: "--list cannot be combined"},
-		{args: []string{"--json", "-c", "x"}, wantErr: "--json goes with --list"},
-		{args: []string{"--timeout", "-1s", "-c", "x"}, wantErr: "--timeout must not be negative"},
-		{args: []string{"--wait", "0", "-c", "x"}, wantErr: "--wait must be more than 0"},
-		{args: []string{"-s", "../x", "-c", "x"}, wantErr: "bad session name"},
-		{args: []string{"-n", "Bad Name", "-c", "x"}, wantErr: "name"},
-		{args: []string{"-c", "x", "extra"}, wantErr: "unknown command"},
-	} {
-		var got *ShOptions
-		cmd := NewCmdSh(f, func(_ context.Context, o *ShOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !tt.check(got) {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+		{Args: []string{"--timeout", "0", "-c", "x"}, Check: func(o *ShOptions) bool { return o.TimeoutSet && o.Timeout == 0 }},
+		{Args: []string{"--reset"}, Check: func(o *ShOptions) bool { return o.Reset && !o.ScriptSet }},
+		{Args: []string{"--reset", "-c", "ls"}, Check: func(o *ShOptions) bool { return o.Reset && o.ScriptSet }},
+		{Args: []string{"--list", "--json", "-s", "x"}, Check: func(o *ShOptions) bool { return o.List && o.JSON }},
+		{Args: nil, WantErr: "give a script with -c"},
+		{Args: []string{"--list", "-c", "x"}, WantErr: "--list cannot be combined"},
+		{Args: []string{"--list", "--reset"}, WantErr: "--list cannot be combined"},
+		{Args: []string{"--json", "-c", "x"}, WantErr: "--json goes with --list"},
+		{Args: []string{"--timeout", "-1s", "-c", "x"}, WantErr: "--timeout must not be negative"},
+		{Args: []string{"--wait", "0", "-c", "x"}, WantErr: "--wait must be more than 0"},
+		{Args: []string{"-s", "../x", "-c", "x"}, WantErr: "bad session name"},
+		{Args: []string{"-n", "Bad Name", "-c", "x"}, WantErr: "name"},
+		{Args: []string{"-c", "x", "extra"}, WantErr: "unknown command"},
+	})
 }
 
 func TestExitFor(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -19,35 +19,13 @@ import (
 )
 
 func TestNewCmdStatsFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-		check   func(*StatsOptions) bool
-	}{
-		{args: nil, check: func(o *StatsOptions) bool { return len(o.Names) == 0 && !o.JSON && !o.NoStream }},
-		{args: []string{"web", "db", "--json", "--no-stream"}, check: func(o *StatsOptions) bool {
+	cmdtest.Flags(t, NewCmdStats, []cmdtest.FlagCase[StatsOptions]{
+		{Args: nil, Check: func(o *StatsOptions) bool { return len(o.Names) == 0 && !o.JSON && !o.NoStream }},
+		{Args: []string{"web", "db", "--json", "--no-stream"}, Check: func(o *StatsOptions) bool {
 			return strings.Join(o.Names, ",") == "web,db" && o.JSON && o.NoStream
 		}},
-		{args: []string{"Bad Name"}, wantErr: "name"},
-	} {
-		var got *StatsOptions
-		cmd := NewCmdStats(f, func(_ context.Context, o *StatsOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !tt.check(got) {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+		{Args: []string{"Bad Name"}, WantErr: "name"},
+	})
 }
 
 func statsEngine(t *testing.T) *sandboxtest.FakeEngine {
