@@ -1,11 +1,15 @@
 package exec
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
@@ -13,6 +17,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func testFactory(env map[string]string) *cmdutil.Factory {
@@ -110,5 +115,63 @@ func TestExitFor(t *testing.T) {
 		if tt.wantMsg != "" && (err == nil || !strings.Contains(err.Error(), tt.wantMsg)) {
 			t.Errorf("%+v: message %v, want %q", tt.res, err, tt.wantMsg)
 		}
+	}
+}
+
+func TestExecRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	var ran []string
+	e.Fake.AnswerExecs(func(cmd []string) sandboxtest.Answer {
+		ran = cmd
+		return sandboxtest.Answer{Stdout: strings.NewReader("42\n"), Stderr: strings.NewReader("note\n")}
+	})
+	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Command: []string{"python3", "-c", "print(6*7)"}})
+	if err != nil || e.Out.String() != "42\n" || e.Err.String() != "note\n" {
+		t.Fatalf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
+	}
+	if !strings.HasSuffix(strings.Join(ran, " "), " python3 -c print(6*7)") {
+		t.Errorf("ran %q", ran)
+	}
+
+	// The command's own exit code is sbx's, with nothing printed.
+	e.Fake.AnswerExecs(func([]string) sandboxtest.Answer { return sandboxtest.Answer{Code: 3} })
+	err = execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Command: []string{"false"}})
+	var exit *errs.ExitError
+	if !errors.As(err, &exit) || errs.ExitCode(err) != 3 {
+		t.Errorf("exit 3: %v (exit %d)", err, errs.ExitCode(err))
+	}
+}
+
+func TestExecRunDetached(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, sandboxtest.Answer{})
+	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Detach: true, Command: []string{"sleep", "60"}})
+	id := strings.TrimSuffix(e.Out.String(), "\n")
+	if err != nil || sandbox.ValidProcID(id) != nil {
+		t.Fatalf("err %v, stdout %q", err, e.Out)
+	}
+	if want := `started process ` + id + ` in sandbox "web"; its output: sbx logs -n web ` + id + "\n"; e.Err.String() != want {
+		t.Errorf("stderr %q, want %q", e.Err, want)
+	}
+}
+
+func TestExecRunFailures(t *testing.T) {
+	// An engine error is wrapped with what sbx was doing, exit 125.
+	fake := &sandboxtest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+		return container.InspectResponse{}, errors.New("error during connect: EOF")
+	}}
+	e := cmdtest.NewEnv(t, fake)
+	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Command: []string{"true"}})
+	if err == nil || err.Error() != `inspecting sandbox "web": error during connect: EOF` || errs.ExitCode(err) != errs.CodeFailure {
+		t.Errorf("engine error: %v (exit %d)", err, errs.ExitCode(err))
+	}
+
+	// A policy that denies exec refuses before the engine is dialled.
+	e = cmdtest.NewEnv(t, nil)
+	e.WriteProject(t, "tools:\n  deny: [exec]\n", false)
+	err = execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Command: []string{"true"}})
+	var pe *config.PolicyError
+	if !errors.As(err, &pe) || errs.ExitCode(err) != errs.CodeFailure || e.Out.Len() != 0 {
+		t.Errorf("denied: %v (exit %d), stdout %q", err, errs.ExitCode(err), e.Out)
 	}
 }

@@ -1,8 +1,11 @@
 package run
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func TestNewCmdRunFlags(t *testing.T) {
@@ -56,5 +60,51 @@ func TestReadCode(t *testing.T) {
 	}
 	if code, err := readCode(&RunOptions{IO: ios, CodeSet: true, Code: "x"}); err != nil || string(code) != "x" {
 		t.Errorf("-c: %q %v", code, err)
+	}
+}
+
+func TestRunRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, sandboxtest.Answer{Stdout: strings.NewReader("2\n")})
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "python", Code: "print(1+1)", CodeSet: true, MaxOutput: sandbox.DefaultMaxOutput})
+	if err != nil || e.Out.String() != "2\n" || e.Err.Len() != 0 {
+		t.Errorf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
+	}
+
+	// --json reports the output and the exit code, which is also sbx's.
+	e = cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, sandboxtest.Answer{Stdout: strings.NewReader("out\n"), Stderr: strings.NewReader("err\n"), Code: 3})
+	err = runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "bash", Code: "exit 3", CodeSet: true, MaxOutput: sandbox.DefaultMaxOutput, JSON: true})
+	var res Result
+	if jerr := json.Unmarshal(e.Out.Bytes(), &res); jerr != nil || res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.Truncated {
+		t.Errorf("%v: %s", jerr, e.Out)
+	}
+	if errs.ExitCode(err) != 3 || err.Error() != "exit status 3" {
+		t.Errorf("err %v (exit %d)", err, errs.ExitCode(err))
+	}
+}
+
+// Output past --max-output is cut, said so in the stream and, with a hint, on stderr.
+func TestRunRunTruncates(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, sandboxtest.Answer{Stdout: strings.NewReader("123456789")})
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "bash", Code: "seq", CodeSet: true, MaxOutput: 4})
+	if err != nil || !strings.HasPrefix(e.Out.String(), "1234\n[sbx: stdout truncated after 4 bytes; 5 more bytes dropped]") {
+		t.Errorf("err %v, stdout %q", err, e.Out)
+	}
+	if !strings.Contains(e.Err.String(), "warning: output truncated at 4 bytes per stream (stdout 9 bytes") || !strings.Contains(e.Err.String(), "hint: raise --max-output") {
+		t.Errorf("stderr %q", e.Err)
+	}
+}
+
+// A config that runs this sandbox's commands on the host is refused before the engine is
+// dialled: run needs a sandbox.
+func TestRunRunRefusesHostMode(t *testing.T) {
+	e := cmdtest.NewEnv(t, nil)
+	e.Vars["SBX_MODE"] = "off"
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Lang: "bash", Code: "true", CodeSet: true})
+	if err == nil || !strings.Contains(err.Error(), "this needs a sandbox, but mode off (from env:SBX_MODE)") || errs.ExitCode(err) != errs.CodeFailure ||
+		!strings.Contains(errs.Hint(err), "set mode: all") {
+		t.Errorf("err %v (exit %d, hint %q)", err, errs.ExitCode(err), errs.Hint(err))
 	}
 }

@@ -1,6 +1,10 @@
 package sh
 
 import (
+	"context"
+	"errors"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +14,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 func TestNewCmdShFlags(t *testing.T) {
@@ -93,5 +98,63 @@ func TestAnnounceEscapesSandboxText(t *testing.T) {
 	Announce(ios, "build", &sandbox.ShellResult{Started: "replaced", PrevExit: "\x1b]0;pwned\x07"})
 	if strings.ContainsAny(errOut.String(), "\x1b\x07") || !strings.Contains(errOut.String(), `(exit status \u001b]0;pwned\u0007)`) {
 		t.Errorf("stderr %q", errOut)
+	}
+}
+
+var markerArg = regexp.MustCompile(`^sbx-[0-9a-f]{32}$`)
+
+// shellAnswers makes the execs of e's fake answer as a session's shell does: out, then the
+// trailer with fields, after the marker the call passed.
+func shellAnswers(t *testing.T, e *cmdtest.Env, out, fields string) {
+	e.Fake.AnswerExecs(func(cmd []string) sandboxtest.Answer {
+		i := slices.IndexFunc(cmd, markerArg.MatchString)
+		if i < 0 {
+			t.Errorf("no marker in %.300q", cmd)
+			return sandboxtest.Answer{Code: 1}
+		}
+		return sandboxtest.Answer{Stdout: strings.NewReader(out + cmd[i] + " " + fields + "\n")}
+	})
+}
+
+func TestShRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	shellAnswers(t, e, "hello\n", "rc=0 start=new")
+	opts := &ShOptions{IO: e.IO, Factory: e.F, Name: "web", Session: "default", Script: "echo hello", ScriptSet: true, Wait: time.Minute}
+	if err := shRun(context.Background(), opts); err != nil || e.Out.String() != "hello\n" || e.Err.Len() != 0 {
+		t.Errorf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
+	}
+
+	// The script's exit status is sbx's; a shell that exited is announced.
+	e.Out.Reset()
+	shellAnswers(t, e, "", "rc=3 end=died:3")
+	opts.Script = "exit 3"
+	err := shRun(context.Background(), opts)
+	if errs.ExitCode(err) != 3 || e.Out.Len() != 0 {
+		t.Errorf("exit: %v (exit %d), stdout %q", err, errs.ExitCode(err), e.Out)
+	}
+	if e.Err.String() != "sbx: the shell of session \"default\" exited (status 3); the next call starts a new one\n" {
+		t.Errorf("stderr %q", e.Err)
+	}
+}
+
+// A session busy with another call for the whole wait fails with exit 125 and what to do.
+func TestShRunBusy(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	shellAnswers(t, e, "", "busy=1")
+	err := shRun(context.Background(), &ShOptions{IO: e.IO, Factory: e.F, Name: "web", Session: "build", Script: "make", ScriptSet: true, Wait: time.Second})
+	var busy *sandbox.ShellBusyError
+	if !errors.As(err, &busy) || busy.Session != "build" || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(errs.Hint(err), "--wait") {
+		t.Errorf("err %v (exit %d, hint %q)", err, errs.ExitCode(err), errs.Hint(err))
+	}
+}
+
+// Sessions end with their sandbox: listing those of a missing one is empty, and says why.
+func TestShRunListMissingSandbox(t *testing.T) {
+	e := cmdtest.NewEnv(t, &sandboxtest.FakeEngine{ContainerInspectFn: cmdtest.Inspect()})
+	if err := shRun(context.Background(), &ShOptions{IO: e.IO, Factory: e.F, Name: "web", List: true, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	if e.Out.String() != "[]\n" || e.Err.String() != "sandbox \"web\" not found\n" {
+		t.Errorf("stdout %q, stderr %q", e.Out, e.Err)
 	}
 }
