@@ -84,6 +84,36 @@ func onlyLoopback(t *testing.T, eng sandbox.Engine, name string, want ...string)
 	}
 }
 
+// newBrowserCLI is newCLI with a trusted project file that allows the browser tool, and the
+// current browser image.
+func newBrowserCLI(t *testing.T) *cli {
+	t.Helper()
+	c := newCLI(t)
+	currentBrowserImage(t, c.Eng)
+	c.Write(".sbx.yaml", allowBrowser)
+	c.Trust()
+	return c
+}
+
+// startHeadless runs "sbx browser -n name --headless --json" and returns its result and the
+// DevTools endpoint it printed.
+func startHeadless(t *testing.T, c *cli, name string) (browser.Result, *url.URL) {
+	t.Helper()
+	r := c.Run("browser", "-n", name, "--headless", "--json")
+	if r.Code != 0 {
+		t.Fatalf("sbx browser --headless: %s", r)
+	}
+	var res browser.Result
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("%v: %s", err, r.Stdout)
+	}
+	cdp, err := url.Parse(res.Endpoints.CDP.URL)
+	if err != nil {
+		t.Fatalf("cdp endpoint %q: %v", res.Endpoints.CDP.URL, err)
+	}
+	return res, cdp
+}
+
 // currentBrowserImage rebuilds the browser image when it is missing or stale: sbx browser
 // would use a stale one with a warning, and these tests check what the current one does.
 func currentBrowserImage(t *testing.T, eng sandbox.Engine) {
@@ -102,24 +132,13 @@ func currentBrowserImage(t *testing.T, eng sandbox.Engine) {
 }
 
 func TestCLIBrowserHeadless(t *testing.T) {
-	c := newCLI(t)
-	currentBrowserImage(t, c.Eng)
-	c.Write(".sbx.yaml", allowBrowser)
-	c.Trust()
+	c := newBrowserCLI(t)
 	name := cliRun + "-chrome"
-	r := c.Run("browser", "-n", name, "--headless", "--json")
-	if r.Code != 0 {
-		t.Fatalf("sbx browser --headless: exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
-	}
-	var res browser.Result
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("%v: %s", err, r.Stdout)
-	}
+	res, cdp := startHeadless(t, c, name)
 	if !res.Headless || res.Endpoints.NoVNC != nil || res.Name != name {
 		t.Errorf("result %+v", res)
 	}
-	cdp, err := url.Parse(res.Endpoints.CDP.URL)
-	if err != nil || cdp.Scheme != "ws" || cdp.Hostname() != "127.0.0.1" || !strings.HasPrefix(cdp.Path, "/devtools/browser/") {
+	if cdp.Scheme != "ws" || cdp.Hostname() != "127.0.0.1" || !strings.HasPrefix(cdp.Path, "/devtools/browser/") {
 		t.Fatalf("cdp endpoint %q", res.Endpoints.CDP.URL)
 	}
 	status, body := loopbackGet(t, "http://"+cdp.Host+"/json/version")
@@ -144,7 +163,7 @@ func TestCLIBrowserHeadless(t *testing.T) {
 		t.Errorf("chromium processes and how many hold SBX_AGENT: %q (stderr %q)", r.Stdout, r.Stderr)
 	}
 
-	r = c.Run("ls", "--json", "--filter", "name="+name)
+	r := c.Run("ls", "--json", "--filter", "name="+name)
 	if !strings.Contains(r.Stdout, `"127.0.0.1:`+cdp.Port()+`->9222/tcp"`) {
 		t.Errorf("ls does not show the port:\n%s", r.Stdout)
 	}
@@ -154,10 +173,7 @@ func TestCLIBrowserHeadless(t *testing.T) {
 }
 
 func TestCLIBrowserDesktop(t *testing.T) {
-	c := newCLI(t)
-	currentBrowserImage(t, c.Eng)
-	c.Write(".sbx.yaml", allowBrowser)
-	c.Trust()
+	c := newBrowserCLI(t)
 	r := c.Run("browser")
 	if r.Code != 0 {
 		t.Fatalf("sbx browser: exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)

@@ -3,11 +3,9 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sbx-sandbox/sbx/cmd/browser"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
@@ -25,23 +22,9 @@ import (
 // the engine's networks: not a plain container on the default bridge, not through that
 // bridge's gateway, not another sandbox with network access.
 func TestCLIBrowserIsolated(t *testing.T) {
-	c := newCLI(t)
-	currentBrowserImage(t, c.Eng)
-	c.Write(".sbx.yaml", allowBrowser)
-	c.Trust()
+	c := newBrowserCLI(t)
 	name := cliRun + "-iso"
-	r := c.Run("browser", "-n", name, "--headless", "--json")
-	if r.Code != 0 {
-		t.Fatalf("sbx browser --headless: exit %d\n%s", r.Code, r.Stderr)
-	}
-	var res browser.Result
-	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
-		t.Fatalf("%v: %s", err, r.Stdout)
-	}
-	cdp, err := url.Parse(res.Endpoints.CDP.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cdp := startHeadless(t, c, name)
 	if status, body := loopbackGet(t, "http://"+cdp.Host+"/json/version"); status != 200 || !strings.Contains(body, `"Browser"`) {
 		t.Fatalf("the printed URL from the host: %d %s", status, body)
 	}

@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // These run the real sbx binary against the real engine (see engine_test.go).
@@ -237,19 +235,11 @@ func TestCLICpProgressOnATerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := c.Cmd("cp", big, ":/tmp/big")
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 120})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&out, ptmx); close(done) }()
+	term := c.StartOnTerminal(cmd, 24, 120)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("cp on a terminal: %v\n%q", err, out.String())
+		t.Fatalf("cp on a terminal: %v\n%q", err, term.Output())
 	}
-	<-done
-	s := out.String()
+	s := term.Closed()
 	for _, want := range []string{"\r\x1b[K→ ", "200.0 MiB", "/1 files", "MiB/s", "copied 1 file (200.0 MiB) to "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, s)

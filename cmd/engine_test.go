@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/images"
@@ -117,29 +115,21 @@ func TestCLIExecTTY(t *testing.T) {
 		t.Fatalf("create: %s", r.Stderr)
 	}
 	cmd := c.Cmd("exec", "-it", "--", "bash", "-c", "tty; stty size; read -r line; echo got:$line")
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&out, ptmx); close(done) }()
+	term := c.StartOnTerminal(cmd, 40, 100)
 	time.Sleep(500 * time.Millisecond)
-	_, _ = ptmx.Write([]byte("hello\r"))
+	_, _ = term.Write([]byte("hello\r"))
 	errc := make(chan error, 1)
 	go func() { errc <- cmd.Wait() }()
 	select {
 	case err := <-errc:
 		if err != nil {
-			t.Fatalf("exec -it: %v\n%s", err, out.String())
+			t.Fatalf("exec -it: %v\n%s", err, term.Output())
 		}
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("exec -it hung:\n%s", out.String())
+		t.Fatalf("exec -it hung:\n%s", term.Output())
 	}
-	<-done
-	s := out.String()
+	s := term.Closed()
 	for _, want := range []string{"/dev/pts/", "40 100", "got:hello"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("tty output lacks %q:\n%q", want, s)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
-	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
@@ -34,7 +32,7 @@ func TestNewCmdPauseAndResumeFlags(t *testing.T) {
 func TestPauseRunAndResumeRun(t *testing.T) {
 	status := map[string]container.ContainerState{"web": container.StateRunning, "db": container.StatePaused}
 	var paused, unpaused []string
-	fake := &sandboxtest.FakeEngine{T: t,
+	fake := &sandboxtest.FakeEngine{
 		ContainerInspectFn: func(_ context.Context, id string) (container.InspectResponse, error) {
 			name := strings.TrimPrefix(strings.TrimPrefix(id, "sbx-"), "id-")
 			st, ok := status[name]
@@ -55,22 +53,21 @@ func TestPauseRunAndResumeRun(t *testing.T) {
 			return nil
 		},
 	}
-	ios, _, out, errOut := iostreams.Test()
-	f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": t.TempDir()}, t.TempDir(), t.TempDir(), time.Now(), fake)
+	e := cmdtest.NewEnv(t, fake)
 
-	err := pauseRun(context.Background(), &PauseOptions{IO: ios, Factory: f, Names: []string{"web", "db", "nope"}})
+	err := pauseRun(context.Background(), &PauseOptions{IO: e.IO, Factory: e.F, Names: []string{"web", "db", "nope"}})
 	if errs.ExitCode(err) != errs.CodeError || !strings.Contains(err.Error(), `"nope" not found`) {
 		t.Errorf("pause: %v", err)
 	}
-	if strings.Join(paused, ",") != "id-web" || out.String() != "web\ndb\n" || !strings.Contains(errOut.String(), `sandbox "db" was already paused`) {
-		t.Errorf("pause: paused %v stdout %q stderr %q", paused, out, errOut)
+	if strings.Join(paused, ",") != "id-web" || e.Out.String() != "web\ndb\n" || !strings.Contains(e.Err.String(), `sandbox "db" was already paused`) {
+		t.Errorf("pause: paused %v stdout %q stderr %q", paused, e.Out, e.Err)
 	}
 
-	out.Reset()
-	if err := resumeRun(context.Background(), &PauseOptions{IO: ios, Factory: f, Names: []string{"web", "db"}}); err != nil {
+	e.Out.Reset()
+	if err := resumeRun(context.Background(), &PauseOptions{IO: e.IO, Factory: e.F, Names: []string{"web", "db"}}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(unpaused, ",") != "id-web,id-db" || out.String() != "web\ndb\n" {
-		t.Errorf("resume: unpaused %v stdout %q", unpaused, out)
+	if strings.Join(unpaused, ",") != "id-web,id-db" || e.Out.String() != "web\ndb\n" {
+		t.Errorf("resume: unpaused %v stdout %q", unpaused, e.Out)
 	}
 }

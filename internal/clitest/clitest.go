@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
@@ -300,6 +301,52 @@ func run(cmd *exec.Cmd) (Result, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// Terminal is a command started on a pseudo-terminal, and what it wrote there.
+type Terminal struct {
+	*os.File // the terminal's other side: what the test writes there, the command reads
+	mu       sync.Mutex
+	out      bytes.Buffer
+	done     chan struct{}
+}
+
+// StartOnTerminal starts cmd with a terminal of rows by cols as its stdin, stdout and stderr.
+func (c *CLI) StartOnTerminal(cmd *exec.Cmd, rows, cols uint16) *Terminal {
+	c.T.Helper()
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: rows, Cols: cols})
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	c.T.Cleanup(func() { _ = ptmx.Close() })
+	term := &Terminal{File: ptmx, done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := ptmx.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			term.mu.Unlock()
+			if err != nil {
+				return // EIO once the command's end closed the terminal
+			}
+		}
+	}()
+	return term
+}
+
+// Output is what the command has written so far.
+func (t *Terminal) Output() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.out.String()
+}
+
+// Closed waits until the command's end has closed the terminal, and returns all it wrote.
+func (t *Terminal) Closed() string {
+	<-t.done
+	return t.Output()
 }
 
 // Write creates a file in the project, and the directories on its way, owned by c's user.
