@@ -20,8 +20,9 @@ func Missing(t testing.TB, require, format string, a ...any) {
 	reason := fmt.Sprintf(format, a...)
 	if os.Getenv(require) == "1" {
 		t.Fatalf("%s=1 but %s", require, reason)
+	} else {
+		t.Skipf("%s (set %s=1 to fail instead)", reason, require)
 	}
-	t.Skipf("%s (set %s=1 to fail instead)", reason, require)
 }
 
 // RequireRoot ends t, as Missing does, unless it runs as root; why says what needs root.
