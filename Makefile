@@ -39,7 +39,7 @@ pyflakes:
 	pyflakes3 pkg/agent/agent.py
 
 go-test:
-	SBX_REQUIRE_DOCKER=1 SBX_REQUIRE_PYTHON3=1 bash scripts/go-test.sh -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SBX_REQUIRE_DOCKER=1 SBX_REQUIRE_PYTHON3=1 SBX_REQUIRE_ROOT=1 bash scripts/go-test.sh -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## fuzz-extract: the copy-out extractor's fuzz target for 30 s, on tmpfs (see FuzzExtract)
 fuzz-extract:

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
 // These tests drive sbx run, the background-process commands and sbx mcp through the real
@@ -19,18 +21,18 @@ import (
 func TestCLIRun(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-run"
-	run := func(args ...string) result {
+	run := func(args ...string) clitest.Result {
 		t.Helper()
-		return c.run(append([]string{"run", "-n", name}, args...)...)
+		return c.Run(append([]string{"run", "-n", name}, args...)...)
 	}
-	if r := run("--lang", "python", "-c", "print(1)"); r.code != 0 || r.stdout != "1\n" {
-		t.Fatalf("python: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := run("--lang", "python", "-c", "print(1)"); r.Code != 0 || r.Stdout != "1\n" {
+		t.Fatalf("python: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := run("--lang", "bash", "-c", "echo $BASH_VERSION | cut -c1"); r.code != 0 || r.stdout != "5\n" {
-		t.Errorf("bash: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := run("--lang", "bash", "-c", "echo $BASH_VERSION | cut -c1"); r.Code != 0 || r.Stdout != "5\n" {
+		t.Errorf("bash: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := run("--lang", "sh", "-c", "echo out; echo err >&2; exit 3"); r.code != 3 || r.stdout != "out\n" || r.stderr != "err\n" {
-		t.Errorf("sh: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := run("--lang", "sh", "-c", "echo out; echo err >&2; exit 3"); r.Code != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
+		t.Errorf("sh: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// Code no shell could pass through quoting unharmed, each case on its own.
@@ -45,22 +47,22 @@ func TestCLIRun(t *testing.T) {
 		{"non-UTF-8", "python", "# -*- coding: latin-1 -*-\nimport sys; sys.stdout.buffer.write('\xff\xe9'.encode('latin-1'))", "\xff\xe9"},
 	} {
 		r := run("--lang", tt.lang, "-c", tt.code)
-		if r.code != 0 || r.stdout != tt.want {
-			t.Errorf("%s in %s: exit %d stdout %q, want %q; stderr %q", tt.name, tt.lang, r.code, r.stdout, tt.want, r.stderr)
+		if r.Code != 0 || r.Stdout != tt.want {
+			t.Errorf("%s in %s: exit %d stdout %q, want %q; stderr %q", tt.name, tt.lang, r.Code, r.Stdout, tt.want, r.Stderr)
 		}
 	}
 
 	// The same bytes from a file and from stdin; the language follows the file's extension.
 	code := "printf '%s|' \"$0\" 'EOF' '\\' \"'\"\nprintf '\\xff\\n'\n"
-	c.write("snippet.sh", code)
-	r := run("-f", filepath.Join(c.project, "snippet.sh"))
-	if r.code != 0 || !strings.HasSuffix(r.stdout, "|EOF|\\|'|\xff\n") || !strings.HasPrefix(r.stdout, "/tmp/sbx-run/") {
-		t.Errorf("-f: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	c.Write("snippet.sh", code)
+	r := run("-f", filepath.Join(c.Project, "snippet.sh"))
+	if r.Code != 0 || !strings.HasSuffix(r.Stdout, "|EOF|\\|'|\xff\n") || !strings.HasPrefix(r.Stdout, "/tmp/sbx-run/") {
+		t.Errorf("-f: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	cmd := c.cmd("run", "-n", name, "--lang", "bash", "-")
+	cmd := c.Cmd("run", "-n", name, "--lang", "bash", "-")
 	cmd.Stdin = strings.NewReader(code)
-	if r2 := c.runIn(cmd); r2.code != 0 || r2.stdout[strings.Index(r2.stdout, "|"):] != r.stdout[strings.Index(r.stdout, "|"):] {
-		t.Errorf("stdin: exit %d stdout %q stderr %q", r2.code, r2.stdout, r2.stderr)
+	if r2 := c.RunIn(cmd); r2.Code != 0 || r2.Stdout[strings.Index(r2.Stdout, "|"):] != r.Stdout[strings.Index(r.Stdout, "|"):] {
+		t.Errorf("stdin: exit %d stdout %q stderr %q", r2.Code, r2.Stdout, r2.Stderr)
 	}
 
 	r = run("--lang", "bash", "--json", "-c", "echo out; echo err >&2; exit 3")
@@ -70,20 +72,20 @@ func TestCLIRun(t *testing.T) {
 		TimedOut, Truncated bool
 		DurationMs          int64
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.TimedOut || res.Truncated {
-		t.Errorf("--json: exit %d %+v %v\n%s", r.code, res, err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || r.Code != 3 || res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.TimedOut || res.Truncated {
+		t.Errorf("--json: exit %d %+v %v\n%s", r.Code, res, err, r.Stdout)
 	}
 	r = run("--lang", "python", "--max-output", "10", "--json", "-c", "print('x' * 100)")
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || !res.Truncated || !strings.HasPrefix(res.Stdout, "xxxxxxxxxx\n[sbx: stdout truncated after 10 bytes; 91 more bytes dropped]") {
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || !res.Truncated || !strings.HasPrefix(res.Stdout, "xxxxxxxxxx\n[sbx: stdout truncated after 10 bytes; 91 more bytes dropped]") {
 		t.Errorf("--max-output --json: %+v %v", res, err)
 	}
 	r = run("--lang", "python", "--max-output", "10", "-c", "print('x' * 100)")
-	if r.code != 0 || !strings.Contains(r.stdout, "[sbx: stdout truncated") || !strings.Contains(r.stderr, "raise --max-output") {
-		t.Errorf("--max-output: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "[sbx: stdout truncated") || !strings.Contains(r.Stderr, "raise --max-output") {
+		t.Errorf("--max-output: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	r = run("--lang", "bash", "--timeout", "1s", "--json", "-c", "sleep 100 & sleep 100")
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || r.code != 124 || !res.TimedOut || r.took > 10*time.Second {
-		t.Errorf("--timeout --json: exit %d after %s: %+v %v", r.code, r.took, res, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil || r.Code != 124 || !res.TimedOut || r.Took > 10*time.Second {
+		t.Errorf("--timeout --json: exit %d after %s: %+v %v", r.Code, r.Took, res, err)
 	}
 	if s := c.sleepers(name); s != "" {
 		t.Errorf("left running after the timeout:\n%s", s)
@@ -91,29 +93,29 @@ func TestCLIRun(t *testing.T) {
 
 	// node, go and java are not in the base image, and the error says where they are.
 	r = run("--lang", "node", "-c", "console.log(1)")
-	if r.code != 127 || !strings.Contains(r.stderr, "needs node, which image sbx-sandbox") || !strings.Contains(r.stderr, "hint: node needs the common profile") {
-		t.Errorf("node in the base image: exit %d stderr %q", r.code, r.stderr)
+	if r.Code != 127 || !strings.Contains(r.Stderr, "needs node, which image sbx-sandbox") || !strings.Contains(r.Stderr, "hint: node needs the common profile") {
+		t.Errorf("node in the base image: exit %d stderr %q", r.Code, r.Stderr)
 	}
-	if r := run("--lang", "cobol", "-c", "x"); r.code != 2 {
-		t.Errorf("unknown language: exit %d %q", r.code, r.stderr)
+	if r := run("--lang", "cobol", "-c", "x"); r.Code != 2 {
+		t.Errorf("unknown language: exit %d %q", r.Code, r.Stderr)
 	}
 	// Every run cleaned up after itself, the timed-out one included.
-	if r := c.run("exec", "-n", name, "--", "find", "/tmp/sbx-run", "-mindepth", "1"); r.stdout != "" {
-		t.Errorf("left in /tmp/sbx-run:\n%s", r.stdout)
+	if r := c.Run("exec", "-n", name, "--", "find", "/tmp/sbx-run", "-mindepth", "1"); r.Stdout != "" {
+		t.Errorf("left in /tmp/sbx-run:\n%s", r.Stdout)
 	}
 }
 
 func TestCLIRunCommonProfile(t *testing.T) {
 	c := newCLI(t)
-	c.write(".sbx.yaml", "profile: common\n")
+	c.Write(".sbx.yaml", "profile: common\n")
 	for _, tt := range []struct{ lang, code, want string }{
 		{"node", "console.log(`node ${'\"q\"'} \\\\ EOF`)", "node \"q\" \\ EOF\n"},
 		{"go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"go \\\"q\\\" \\\\ EOF\") }\n", "go \"q\" \\ EOF\n"},
 		{"java", "class Helper {}\npublic class Hello {\n  public static void main(String[] a) { System.out.println(\"java \\\"q\\\" \\\\ EOF\"); }\n}\n", "java \"q\" \\ EOF\n"},
 	} {
-		r := c.run("run", "--lang", tt.lang, "--timeout", "3m", "-c", tt.code)
-		if r.code != 0 || r.stdout != tt.want {
-			t.Errorf("%s: exit %d stdout %q, want %q; stderr %s", tt.lang, r.code, r.stdout, tt.want, r.stderr)
+		r := c.Run("run", "--lang", tt.lang, "--timeout", "3m", "-c", tt.code)
+		if r.Code != 0 || r.Stdout != tt.want {
+			t.Errorf("%s: exit %d stdout %q, want %q; stderr %s", tt.lang, r.Code, r.Stdout, tt.want, r.Stderr)
 		}
 	}
 }
@@ -122,50 +124,50 @@ func TestCLIBackgroundProcesses(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-bg"
 	// An http.server and a sleeper, both children of the detached bash.
-	r := c.run("exec", "-n", name, "-d", "--", "bash", "-c", "python3 -u -m http.server --bind 127.0.0.1 8765 & sleep 1000 & wait")
-	id := strings.TrimSpace(r.stdout)
-	if r.code != 0 || len(id) != 6 || !strings.Contains(r.stderr, "sbx logs -n "+name+" "+id) {
-		t.Fatalf("exec -d: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	r := c.Run("exec", "-n", name, "-d", "--", "bash", "-c", "python3 -u -m http.server --bind 127.0.0.1 8765 & sleep 1000 & wait")
+	id := strings.TrimSpace(r.Stdout)
+	if r.Code != 0 || len(id) != 6 || !strings.Contains(r.Stderr, "sbx logs -n "+name+" "+id) {
+		t.Fatalf("exec -d: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	// The sbx that started it has exited; a new one fetches a page and sees the process. The
 	// deadline only fails a server that never answers.
-	var page result
+	var page clitest.Result
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
-		if page = c.run("exec", "-n", name, "--", "curl", "-sf", "http://127.0.0.1:8765/"); page.code == 0 {
+		if page = c.Run("exec", "-n", name, "--", "curl", "-sf", "http://127.0.0.1:8765/"); page.Code == 0 {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if page.code != 0 || !strings.Contains(page.stdout, "Directory listing") {
-		t.Fatalf("the server does not answer: %d %q %q", page.code, page.stdout, page.stderr)
+	if page.Code != 0 || !strings.Contains(page.Stdout, "Directory listing") {
+		t.Fatalf("the server does not answer: %d %q %q", page.Code, page.Stdout, page.Stderr)
 	}
-	r = c.run("ps", "-n", name)
-	if r.code != 0 || !strings.Contains(r.stdout, id+"\tbash -c 'python3 -u -m http.server") || !strings.Contains(r.stdout, "\trunning\t") {
-		t.Errorf("ps: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	r = c.Run("ps", "-n", name)
+	if r.Code != 0 || !strings.Contains(r.Stdout, id+"\tbash -c 'python3 -u -m http.server") || !strings.Contains(r.Stdout, "\trunning\t") {
+		t.Errorf("ps: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	r = c.run("logs", "-n", name, id)
-	if r.code != 0 || !strings.Contains(r.stdout, "Serving HTTP on 127.0.0.1 port 8765") || !strings.Contains(r.stderr, `"GET / HTTP/1.1" 200`) {
-		t.Errorf("logs: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	r = c.Run("logs", "-n", name, id)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "Serving HTTP on 127.0.0.1 port 8765") || !strings.Contains(r.Stderr, `"GET / HTTP/1.1" 200`) {
+		t.Errorf("logs: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := c.run("logs", "-n", name, "--tail", "1", id); !strings.HasPrefix(r.stdout, "Serving") || strings.Count(r.stderr, "\n") != 1 {
-		t.Errorf("logs --tail 1: stdout %q stderr %q", r.stdout, r.stderr)
+	if r := c.Run("logs", "-n", name, "--tail", "1", id); !strings.HasPrefix(r.Stdout, "Serving") || strings.Count(r.Stderr, "\n") != 1 {
+		t.Errorf("logs --tail 1: stdout %q stderr %q", r.Stdout, r.Stderr)
 	}
 
-	r = c.run("kill", "-n", name, id)
-	if r.code != 0 || !strings.Contains(r.stderr, "sent TERM to process "+id+": exited with code 143") {
-		t.Errorf("kill: exit %d stderr %q", r.code, r.stderr)
+	r = c.Run("kill", "-n", name, id)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "sent TERM to process "+id+": exited with code 143") {
+		t.Errorf("kill: exit %d stderr %q", r.Code, r.Stderr)
 	}
 	// The group got TERM with its main process; on a busy machine the others may take a
 	// moment to die. The deadline only fails processes that are never ended.
-	var left result
+	var left clitest.Result
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
-		if left = c.run("exec", "-n", name, "--", "pgrep", "-af", "http.server|sleep 1000"); left.stdout == "" {
+		if left = c.Run("exec", "-n", name, "--", "pgrep", "-af", "http.server|sleep 1000"); left.Stdout == "" {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if left.stdout != "" {
-		t.Errorf("left running a minute after kill: %q", left.stdout)
+	if left.Stdout != "" {
+		t.Errorf("left running a minute after kill: %q", left.Stdout)
 	}
 	var ps []struct {
 		ID       string `json:"id"`
@@ -173,46 +175,46 @@ func TestCLIBackgroundProcesses(t *testing.T) {
 		ExitCode *int   `json:"exitCode"`
 		TimedOut bool   `json:"timedOut"`
 	}
-	r = c.run("ps", "-n", name, "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &ps); err != nil || len(ps) != 1 || ps[0].State != "exited" || ps[0].ExitCode == nil || *ps[0].ExitCode != 143 {
-		t.Errorf("ps after kill: %v %s", err, r.stdout)
+	r = c.Run("ps", "-n", name, "--json")
+	if err := json.Unmarshal([]byte(r.Stdout), &ps); err != nil || len(ps) != 1 || ps[0].State != "exited" || ps[0].ExitCode == nil || *ps[0].ExitCode != 143 {
+		t.Errorf("ps after kill: %v %s", err, r.Stdout)
 	}
-	if r := c.run("logs", "-n", name, id); !strings.Contains(r.stdout, "Serving HTTP") {
-		t.Errorf("the output is gone after the process ended: %q", r.stdout)
+	if r := c.Run("logs", "-n", name, id); !strings.Contains(r.Stdout, "Serving HTTP") {
+		t.Errorf("the output is gone after the process ended: %q", r.Stdout)
 	}
-	if r := c.run("kill", "-n", name, id); r.code != 1 || !strings.Contains(r.stderr, "already exited") {
-		t.Errorf("kill of an exited process: exit %d %q", r.code, r.stderr)
+	if r := c.Run("kill", "-n", name, id); r.Code != 1 || !strings.Contains(r.Stderr, "already exited") {
+		t.Errorf("kill of an exited process: exit %d %q", r.Code, r.Stderr)
 	}
 
 	// logs -f follows until the process exits; a --timeout ends a process that overstays.
-	id = strings.TrimSpace(c.run("exec", "-n", name, "-d", "--", "sh", "-c", "for i in 1 2 3; do echo out $i; echo err $i >&2; sleep 0.3; done; exit 4").stdout)
-	r = c.run("logs", "-n", name, "-f", id)
-	if r.code != 0 || r.stdout != "out 1\nout 2\nout 3\n" || !strings.HasPrefix(r.stderr, "err 1\nerr 2\nerr 3\n") || !strings.Contains(r.stderr, "exited with code 4") {
-		t.Errorf("logs -f: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	id = strings.TrimSpace(c.Run("exec", "-n", name, "-d", "--", "sh", "-c", "for i in 1 2 3; do echo out $i; echo err $i >&2; sleep 0.3; done; exit 4").Stdout)
+	r = c.Run("logs", "-n", name, "-f", id)
+	if r.Code != 0 || r.Stdout != "out 1\nout 2\nout 3\n" || !strings.HasPrefix(r.Stderr, "err 1\nerr 2\nerr 3\n") || !strings.Contains(r.Stderr, "exited with code 4") {
+		t.Errorf("logs -f: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	id = strings.TrimSpace(c.run("exec", "-n", name, "-d", "--timeout", "1s", "--", "sleep", "100").stdout)
+	id = strings.TrimSpace(c.Run("exec", "-n", name, "-d", "--timeout", "1s", "--", "sleep", "100").Stdout)
 	waitExited(t, c, name, id)
-	r = c.run("ps", "-n", name)
-	if !strings.Contains(r.stdout, id+"\tsleep 100\ttimed out (143)") {
-		t.Errorf("ps after --timeout: %q", r.stdout)
+	r = c.Run("ps", "-n", name)
+	if !strings.Contains(r.Stdout, id+"\tsleep 100\ttimed out (143)") {
+		t.Errorf("ps after --timeout: %q", r.Stdout)
 	}
 
 	// Output beyond the cap drops the oldest first.
-	id = strings.TrimSpace(c.run("exec", "-n", name, "-d", "--", "python3", "-c", "for i in range(200000): print('line %07d' % i)").stdout)
+	id = strings.TrimSpace(c.Run("exec", "-n", name, "-d", "--", "python3", "-c", "for i in range(200000): print('line %07d' % i)").Stdout)
 	waitExited(t, c, name, id)
-	r = c.run("logs", "-n", name, id)
-	if n := len(r.stdout); n < 768<<10 || n > 1<<20 || !strings.HasSuffix(r.stdout, "line 0199999\n") || !strings.Contains(r.stderr, "bytes of its stdout were dropped") {
-		t.Errorf("capped logs: %d bytes, ending %q, stderr %q", n, r.stdout[max(0, n-20):], r.stderr)
+	r = c.Run("logs", "-n", name, id)
+	if n := len(r.Stdout); n < 768<<10 || n > 1<<20 || !strings.HasSuffix(r.Stdout, "line 0199999\n") || !strings.Contains(r.Stderr, "bytes of its stdout were dropped") {
+		t.Errorf("capped logs: %d bytes, ending %q, stderr %q", n, r.Stdout[max(0, n-20):], r.Stderr)
 	}
 
-	if r := c.run("exec", "-n", name, "-d", "--", "no-such-command"); r.code != 127 || !strings.Contains(r.stderr, "command not found") {
-		t.Errorf("exec -d of a missing command: exit %d %q", r.code, r.stderr)
+	if r := c.Run("exec", "-n", name, "-d", "--", "no-such-command"); r.Code != 127 || !strings.Contains(r.Stderr, "command not found") {
+		t.Errorf("exec -d of a missing command: exit %d %q", r.Code, r.Stderr)
 	}
-	if r := c.run("logs", "-n", name, "ffffff"); r.code != 1 || !strings.Contains(r.stderr, `no process "ffffff"`) || !strings.Contains(r.stderr, "hint: list them with") {
-		t.Errorf("logs of an unknown ID: exit %d %q", r.code, r.stderr)
+	if r := c.Run("logs", "-n", name, "ffffff"); r.Code != 1 || !strings.Contains(r.Stderr, `no process "ffffff"`) || !strings.Contains(r.Stderr, "hint: list them with") {
+		t.Errorf("logs of an unknown ID: exit %d %q", r.Code, r.Stderr)
 	}
-	if r := c.run("exec", "-n", name, "-d", "-i", "--", "true"); r.code != 2 {
-		t.Errorf("-d -i: exit %d %q", r.code, r.stderr)
+	if r := c.Run("exec", "-n", name, "-d", "-i", "--", "true"); r.Code != 2 {
+		t.Errorf("-d -i: exit %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -222,7 +224,7 @@ func waitExited(t *testing.T, c *cli, name, id string) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 		var ps []struct{ ID, State string }
-		if err := json.Unmarshal([]byte(c.run("ps", "-n", name, "--json").stdout), &ps); err == nil {
+		if err := json.Unmarshal([]byte(c.Run("ps", "-n", name, "--json").Stdout), &ps); err == nil {
 			for _, p := range ps {
 				if p.ID == id && p.State == "exited" {
 					return
@@ -236,21 +238,21 @@ func waitExited(t *testing.T, c *cli, name, id string) {
 
 // mcpSession starts "sbx mcp" in dir (a project) and connects the SDK's client to it.
 func (c *cli) mcpSession(dir string, args ...string) *mcp.ClientSession {
-	c.t.Helper()
-	cmd := exec.Command(c.bin, append([]string{"mcp"}, args...)...)
+	c.T.Helper()
+	cmd := exec.Command(c.Bin, append([]string{"mcp"}, args...)...)
 	var stderr bytes.Buffer
-	cmd.Dir, cmd.Env, cmd.Stderr = dir, c.env, &stderr
+	cmd.Dir, cmd.Env, cmd.Stderr = dir, c.Env, &stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sbx-test", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		c.t.Fatalf("connecting to sbx mcp: %v\n%s", err, stderr.String())
+		c.T.Fatalf("connecting to sbx mcp: %v\n%s", err, stderr.String())
 	}
-	c.t.Cleanup(func() {
+	c.T.Cleanup(func() {
 		if err := cs.Close(); err != nil {
-			c.t.Errorf("sbx mcp did not end cleanly: %v", err)
+			c.T.Errorf("sbx mcp did not end cleanly: %v", err)
 		}
-		if c.t.Failed() {
-			c.t.Logf("sbx mcp stderr:\n%s", stderr.String())
+		if c.T.Failed() {
+			c.T.Logf("sbx mcp stderr:\n%s", stderr.String())
 		}
 	})
 	return cs
@@ -286,7 +288,7 @@ func resultText(res *mcp.CallToolResult) string {
 func TestCLIMCP(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-mcp"
-	cs := c.mcpSession(c.project, "-n", name)
+	cs := c.mcpSession(c.Project, "-n", name)
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -393,8 +395,8 @@ func TestCLIMCP(t *testing.T) {
 	}
 
 	// A project that denies write: the tool is listed, its calls fail with the reason.
-	denied := filepath.Join(c.project, "denied")
-	c.write("denied/.sbx.yaml", "tools:\n  deny: [write]\n")
+	denied := filepath.Join(c.Project, "denied")
+	c.Write("denied/.sbx.yaml", "tools:\n  deny: [write]\n")
 	ds := c.mcpSession(denied, "-n", cliRun+"-mcpdeny")
 	res = mcpCall(t, ds, "write_file", map[string]any{"path": "/tmp/x", "content": "x"}, nil)
 	if !res.IsError || !strings.Contains(resultText(res), `tool "write" is denied by "write" in tools.deny`) {

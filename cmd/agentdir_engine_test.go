@@ -31,7 +31,7 @@ echo "uid $(id -u) ppid $PPID"`
 
 // agentDir is the host directory of sandbox name's agent.
 func (c *cli) agentDir(name string) string {
-	return filepath.Join(c.home, ".state", "sbx", "agent", name)
+	return filepath.Join(c.Home, ".state", "sbx", "agent", name)
 }
 
 // A sandbox can store nothing in its agent directory: not as uid 1000 under root or another
@@ -52,19 +52,19 @@ func TestCLIAgentDirReadOnly(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.cli(t)
 			name := cliRun + "-ro" + strconv.Itoa(i)
-			if r := c.run(append([]string{"create", "-n", name}, tt.create...)...); r.code != 0 {
-				t.Fatalf("create: exit %d %s", r.code, r.stderr)
+			if r := c.Run(append([]string{"create", "-n", name}, tt.create...)...); r.Code != 0 {
+				t.Fatalf("create: exit %d %s", r.Code, r.Stderr)
 			}
 			hostUID := os.Geteuid()
-			if c.cred != nil {
-				hostUID = int(c.cred.Uid)
+			if c.Cred != nil {
+				hostUID = int(c.Cred.Uid)
 			}
 			for _, when := range []string{"first start", "after a restart"} {
-				r := c.run("exec", "-n", name, "--", "bash", "-c", agentDirWrites)
-				lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+				r := c.Run("exec", "-n", name, "--", "bash", "-c", agentDirWrites)
+				lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 				last := lines[len(lines)-1]
-				if r.code != 0 || len(lines) != 1 || strings.HasSuffix(last, " ppid 0") {
-					t.Errorf("%s: writing into the agent directory from inside (exit %d), through the agent:\n%s%s", when, r.code, r.stdout, r.stderr)
+				if r.Code != 0 || len(lines) != 1 || strings.HasSuffix(last, " ppid 0") {
+					t.Errorf("%s: writing into the agent directory from inside (exit %d), through the agent:\n%s%s", when, r.Code, r.Stdout, r.Stderr)
 				}
 				if uid := strings.Fields(last + " x x")[1]; (uid == strconv.Itoa(hostUID)) != tt.sameUID {
 					t.Errorf("%s: the sandbox user is uid %s, the host user %d", when, uid, hostUID)
@@ -77,8 +77,8 @@ func TestCLIAgentDirReadOnly(t *testing.T) {
 				if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 || fi.Sys().(*syscall.Stat_t).Uid != uint32(hostUID) {
 					t.Errorf("%s: the agent directory: %v %v", when, fi, err)
 				}
-				if r := c.run("stop", name); r.code != 0 {
-					t.Fatalf("stop: %s", r.stderr)
+				if r := c.Run("stop", name); r.Code != 0 {
+					t.Fatalf("stop: %s", r.Stderr)
 				}
 			}
 		})
@@ -99,17 +99,17 @@ func TestCLIRemoveLeftoverAgentDir(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.cli(t)
 			name := cliRun + "-left"
-			if r := c.run("create", "-n", name); r.code != 0 {
-				t.Fatalf("create: %s", r.stderr)
+			if r := c.Run("create", "-n", name); r.Code != 0 {
+				t.Fatalf("create: %s", r.Stderr)
 			}
-			if r := c.run("stop", name); r.code != 0 {
-				t.Fatalf("stop: %s", r.stderr)
+			if r := c.Run("stop", name); r.Code != 0 {
+				t.Fatalf("stop: %s", r.Stderr)
 			}
 			owner := 1000
-			if c.cred != nil {
-				owner = int(c.cred.Uid)
+			if c.Cred != nil {
+				owner = int(c.Cred.Uid)
 			}
-			outside := filepath.Join(c.home, "outside")
+			outside := filepath.Join(c.Home, "outside")
 			if err := os.MkdirAll(outside, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -119,8 +119,8 @@ func TestCLIRemoveLeftoverAgentDir(t *testing.T) {
 			}
 			dir := c.agentDir(name)
 			plantLeftovers(t, dir, outside, owner)
-			if r := c.run("rm", name); r.code != 0 {
-				t.Fatalf("rm: exit %d %s", r.code, r.stderr)
+			if r := c.Run("rm", name); r.Code != 0 {
+				t.Fatalf("rm: exit %d %s", r.Code, r.Stderr)
 			}
 			if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 				t.Errorf("the agent directory is left: %v", err)
@@ -173,24 +173,24 @@ func plantLeftovers(t *testing.T, dir, outside string, uid int) {
 func TestCLIDockerStartFallsBack(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-dstart"
-	if r := c.run("create", "-n", name); r.code != 0 {
-		t.Fatalf("create: %s", r.stderr)
+	if r := c.Run("create", "-n", name); r.Code != 0 {
+		t.Fatalf("create: %s", r.Stderr)
 	}
-	if r := c.run("stop", name); r.code != 0 {
-		t.Fatalf("stop: %s", r.stderr)
+	if r := c.Run("stop", name); r.Code != 0 {
+		t.Fatalf("stop: %s", r.Stderr)
 	}
 	ctx := context.Background()
-	if err := c.eng.ContainerStart(ctx, sandbox.ContainerName(name), container.StartOptions{}); err != nil {
+	if err := c.Eng.ContainerStart(ctx, sandbox.ContainerName(name), container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r := c.run("--debug", "exec", "-n", name, "--", "sh", "-c", "echo $PPID")
-	if r.code != 0 || r.stdout != "0\n" {
-		t.Errorf("exec after docker start: exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
+	r := c.Run("--debug", "exec", "-n", name, "--", "sh", "-c", "echo $PPID")
+	if r.Code != 0 || r.Stdout != "0\n" {
+		t.Errorf("exec after docker start: exit %d stdout %q stderr %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if want := `sbx: command through the engine's exec: sandbox "` + name + `": its agent did not answer: `; !strings.Contains(r.stderr, want) {
-		t.Errorf("--debug does not say why: %s", r.stderr)
+	if want := `sbx: command through the engine's exec: sandbox "` + name + `": its agent did not answer: `; !strings.Contains(r.Stderr, want) {
+		t.Errorf("--debug does not say why: %s", r.Stderr)
 	}
-	logs, err := c.eng.ContainerLogs(ctx, sandbox.ContainerName(name), container.LogsOptions{ShowStderr: true})
+	logs, err := c.Eng.ContainerLogs(ctx, sandbox.ContainerName(name), container.LogsOptions{ShowStderr: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,15 +199,15 @@ func TestCLIDockerStartFallsBack(t *testing.T) {
 	if !strings.Contains(string(out), "sbx-agent: no socket from sbx") {
 		t.Errorf("the agent's log: %q", out)
 	}
-	r = c.run("--debug", "exec", "-n", name, "-u", "root", "--", "id", "-u")
-	if r.stdout != "0\n" || !strings.Contains(r.stderr, "sbx: command through the engine's exec: -u root: ") {
-		t.Errorf("-u root: stdout %q stderr %s", r.stdout, r.stderr)
+	r = c.Run("--debug", "exec", "-n", name, "-u", "root", "--", "id", "-u")
+	if r.Stdout != "0\n" || !strings.Contains(r.Stderr, "sbx: command through the engine's exec: -u root: ") {
+		t.Errorf("-u root: stdout %q stderr %s", r.Stdout, r.Stderr)
 	}
-	if r := c.run("stop", name); r.code != 0 {
-		t.Fatalf("stop: %s", r.stderr)
+	if r := c.Run("stop", name); r.Code != 0 {
+		t.Fatalf("stop: %s", r.Stderr)
 	}
-	r = c.run("--debug", "exec", "-n", name, "--", "sh", "-c", "echo $PPID")
-	if r.code != 0 || r.stdout == "0\n" || strings.Contains(r.stderr, "engine's exec") {
-		t.Errorf("exec after a start by sbx: exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
+	r = c.Run("--debug", "exec", "-n", name, "--", "sh", "-c", "echo $PPID")
+	if r.Code != 0 || r.Stdout == "0\n" || strings.Contains(r.Stderr, "engine's exec") {
+		t.Errorf("exec after a start by sbx: exit %d stdout %q stderr %s", r.Code, r.Stdout, r.Stderr)
 	}
 }

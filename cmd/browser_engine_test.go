@@ -86,6 +86,36 @@ func onlyLoopback(t *testing.T, eng engine.Engine, name string, want ...string) 
 	}
 }
 
+// newBrowserCLI is newCLI with a trusted project file that allows the browser tool, and the
+// current browser image.
+func newBrowserCLI(t *testing.T) *cli {
+	t.Helper()
+	c := newCLI(t)
+	currentBrowserImage(t, c.Eng)
+	c.Write(".sbx.yaml", allowBrowser)
+	c.Trust()
+	return c
+}
+
+// startHeadless runs "sbx browser -n name --headless --json" and returns its result and the
+// DevTools endpoint it printed.
+func startHeadless(t *testing.T, c *cli, name string) (browser.Result, *url.URL) {
+	t.Helper()
+	r := c.Run("browser", "-n", name, "--headless", "--json")
+	if r.Code != 0 {
+		t.Fatalf("sbx browser --headless: %s", r)
+	}
+	var res browser.Result
+	if err := json.Unmarshal([]byte(r.Stdout), &res); err != nil {
+		t.Fatalf("%v: %s", err, r.Stdout)
+	}
+	cdp, err := url.Parse(res.Endpoints.CDP.URL)
+	if err != nil {
+		t.Fatalf("cdp endpoint %q: %v", res.Endpoints.CDP.URL, err)
+	}
+	return res, cdp
+}
+
 // currentBrowserImage rebuilds the browser image when it is missing or stale: sbx browser
 // would use a stale one with a warning, and these tests check what the current one does.
 func currentBrowserImage(t *testing.T, eng engine.Engine) {
@@ -104,24 +134,13 @@ func currentBrowserImage(t *testing.T, eng engine.Engine) {
 }
 
 func TestCLIBrowserHeadless(t *testing.T) {
-	c := newCLI(t)
-	currentBrowserImage(t, c.eng)
-	c.write(".sbx.yaml", allowBrowser)
-	c.trust()
+	c := newBrowserCLI(t)
 	name := cliRun + "-chrome"
-	r := c.run("browser", "-n", name, "--headless", "--json")
-	if r.code != 0 {
-		t.Fatalf("sbx browser --headless: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
-	}
-	var res browser.Result
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-		t.Fatalf("%v: %s", err, r.stdout)
-	}
+	res, cdp := startHeadless(t, c, name)
 	if !res.Headless || res.Endpoints.NoVNC != nil || res.Name != name {
 		t.Errorf("result %+v", res)
 	}
-	cdp, err := url.Parse(res.Endpoints.CDP.URL)
-	if err != nil || cdp.Scheme != "ws" || cdp.Hostname() != "127.0.0.1" || !strings.HasPrefix(cdp.Path, "/devtools/browser/") {
+	if cdp.Scheme != "ws" || cdp.Hostname() != "127.0.0.1" || !strings.HasPrefix(cdp.Path, "/devtools/browser/") {
 		t.Fatalf("cdp endpoint %q", res.Endpoints.CDP.URL)
 	}
 	status, body := loopbackGet(t, "http://"+cdp.Host+"/json/version")
@@ -135,37 +154,34 @@ func TestCLIBrowserHeadless(t *testing.T) {
 	if ws, _ := url.Parse(version.WS); ws == nil || ws.Path != cdp.Path {
 		t.Errorf("printed %s, Chromium names %s", res.Endpoints.CDP.URL, version.WS)
 	}
-	onlyLoopback(t, c.eng, name, "9222/tcp")
+	onlyLoopback(t, c.Eng, name, "9222/tcp")
 	// The browser image's entrypoint runs the agent once Chromium is up.
-	if r := c.run("exec", "-n", name, "--", "sh", "-c", "echo $PPID"); r.code != 0 || strings.TrimSpace(r.stdout) == "0" {
-		t.Errorf("exec in the browser sandbox, want it through the agent (a parent pid): exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("exec", "-n", name, "--", "sh", "-c", "echo $PPID"); r.Code != 0 || strings.TrimSpace(r.Stdout) == "0" {
+		t.Errorf("exec in the browser sandbox, want it through the agent (a parent pid): exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	// Only the agent gets its source back from the entrypoint.
 	env := `n=0; for p in $(pgrep -x chromium); do tr '\0' '\n' <"/proc/$p/environ" | grep -q '^SBX_AGENT=' && n=$((n+1)); done; echo "$(pgrep -xc chromium) $n"`
-	if r := c.run("exec", "-n", name, "--", "bash", "-c", env); r.code != 0 || !strings.HasSuffix(strings.TrimSpace(r.stdout), " 0") || strings.HasPrefix(r.stdout, "0 ") {
-		t.Errorf("chromium processes and how many hold SBX_AGENT: %q (stderr %q)", r.stdout, r.stderr)
+	if r := c.Run("exec", "-n", name, "--", "bash", "-c", env); r.Code != 0 || !strings.HasSuffix(strings.TrimSpace(r.Stdout), " 0") || strings.HasPrefix(r.Stdout, "0 ") {
+		t.Errorf("chromium processes and how many hold SBX_AGENT: %q (stderr %q)", r.Stdout, r.Stderr)
 	}
 
-	r = c.run("ls", "--json", "--filter", "name="+name)
-	if !strings.Contains(r.stdout, `"127.0.0.1:`+cdp.Port()+`->9222/tcp"`) {
-		t.Errorf("ls does not show the port:\n%s", r.stdout)
+	r := c.Run("ls", "--json", "--filter", "name="+name)
+	if !strings.Contains(r.Stdout, `"127.0.0.1:`+cdp.Port()+`->9222/tcp"`) {
+		t.Errorf("ls does not show the port:\n%s", r.Stdout)
 	}
-	if r = c.run("browser", "-n", name, "--headless"); r.code != 125 || !strings.Contains(r.stderr, "sbx rm -f "+name) {
-		t.Errorf("a second browser of the same name: exit %d, stderr %q", r.code, r.stderr)
+	if r = c.Run("browser", "-n", name, "--headless"); r.Code != 125 || !strings.Contains(r.Stderr, "sbx rm -f "+name) {
+		t.Errorf("a second browser of the same name: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }
 
 func TestCLIBrowserDesktop(t *testing.T) {
-	c := newCLI(t)
-	currentBrowserImage(t, c.eng)
-	c.write(".sbx.yaml", allowBrowser)
-	c.trust()
-	r := c.run("browser")
-	if r.code != 0 {
-		t.Fatalf("sbx browser: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	c := newBrowserCLI(t)
+	r := c.Run("browser")
+	if r.Code != 0 {
+		t.Fatalf("sbx browser: exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
 	}
 	var name string
-	for _, l := range strings.Split(c.run("ls", "-q", "--filter", "project="+c.project).stdout, "\n") {
+	for _, l := range strings.Split(c.Run("ls", "-q", "--filter", "project="+c.Project).Stdout, "\n") {
 		if strings.HasSuffix(l, "-browser") {
 			name = l
 		}
@@ -174,23 +190,23 @@ func TestCLIBrowserDesktop(t *testing.T) {
 		t.Fatal("no sandbox named after the project with -browser")
 	}
 	rows := map[string][]string{}
-	for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n")[1:] {
+	for _, l := range strings.Split(strings.TrimSpace(r.Stdout), "\n")[1:] {
 		f := strings.Split(l, "\t")
 		rows[f[0]] = f[1:]
 	}
 	novnc, ok := rows["novnc"]
 	if !ok || len(novnc) != 2 || len(novnc[1]) != 8 || len(rows["cdp"]) != 2 {
-		t.Fatalf("stdout:\n%s", r.stdout)
+		t.Fatalf("stdout:\n%s", r.Stdout)
 	}
 	password := novnc[1]
-	if strings.Contains(r.stderr, password) {
-		t.Errorf("the password is on stderr: %s", r.stderr)
+	if strings.Contains(r.Stderr, password) {
+		t.Errorf("the password is on stderr: %s", r.Stderr)
 	}
 	if status, page := loopbackGet(t, novnc[0]); status != 200 || !strings.Contains(page, "noVNC") {
 		t.Errorf("noVNC from the host: %d %.200s", status, page)
 	}
-	onlyLoopback(t, c.eng, name, "9222/tcp", "6080/tcp")
-	info, err := c.eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
+	onlyLoopback(t, c.Eng, name, "9222/tcp", "6080/tcp")
+	info, err := c.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,15 +224,15 @@ func TestCLICommonGoRun(t *testing.T) {
 	// A developer (uid 1000, like the images' user) runs sbx on a checkout of their own; sbx
 	// never runs as root implicitly, so a root-owned project would not be writable inside.
 	c := newCLIAs(t, 1000)
-	c.write(".sbx.yaml", "profile: common\nworkspace: rw\n")
-	c.trust()
-	c.write("go.mod", "module example.com/hello\n\ngo 1.19\n")
-	c.write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\") }\n")
-	r := c.run("exec", "--", "bash", "-c", "set -o pipefail; pwd && go run . | tee ran.txt")
-	if r.code != 0 || r.stdout != "/workspace\nhello from go\n" {
-		t.Fatalf("go run: exit %d\nstdout %q\nstderr %s", r.code, r.stdout, r.stderr)
+	c.Write(".sbx.yaml", "profile: common\nworkspace: rw\n")
+	c.Trust()
+	c.Write("go.mod", "module example.com/hello\n\ngo 1.19\n")
+	c.Write("main.go", "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello from go\") }\n")
+	r := c.Run("exec", "--", "bash", "-c", "set -o pipefail; pwd && go run . | tee ran.txt")
+	if r.Code != 0 || r.Stdout != "/workspace\nhello from go\n" {
+		t.Fatalf("go run: exit %d\nstdout %q\nstderr %s", r.Code, r.Stdout, r.Stderr)
 	}
-	if data, err := os.ReadFile(filepath.Join(c.project, "ran.txt")); err != nil || string(data) != "hello from go\n" {
+	if data, err := os.ReadFile(filepath.Join(c.Project, "ran.txt")); err != nil || string(data) != "hello from go\n" {
 		t.Errorf("the sandbox's write to /workspace: %q %v", data, err)
 	}
 }
@@ -283,7 +299,7 @@ func (e *retagEngine) ContainerCreate(ctx context.Context, cfg *container.Config
 func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 	c := newCLI(t)
 	ctx := context.Background()
-	st, err := (&imagebuild.Images{Engine: c.eng}).Status(ctx, images.ProfileSandbox)
+	st, err := (&imagebuild.Images{Engine: c.Eng}).Status(ctx, images.ProfileSandbox)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,27 +307,27 @@ func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 		t.Skipf("%s is %s; its build cache is what makes this test an offline rebuild (run sbx image build sandbox)", st.Tag, st.State)
 	}
 	testTag := "sbx-sandbox-" + cliRun + ":bookworm-slim"
-	if _, err := c.eng.ImageInspect(ctx, testTag); err == nil {
+	if _, err := c.Eng.ImageInspect(ctx, testTag); err == nil {
 		t.Fatalf("%s exists before the test", testTag)
 	}
 	name := cliRun + "-rebuild"
 	t.Cleanup(func() {
 		// The sandbox goes first, so nothing uses the test image when its tag goes.
-		if err := c.eng.ContainerRemove(ctx, sandbox.ContainerName(name), container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := c.Eng.ContainerRemove(ctx, sandbox.ContainerName(name), container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("cleanup: %v", err)
 		}
-		if _, err := c.eng.ImageRemove(ctx, testTag, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := c.Eng.ImageRemove(ctx, testTag, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 			t.Errorf("cleanup: removing %s: %v", testTag, err)
 		}
 	})
 
 	ios, _, stdout, stderr := iostreams.Test()
-	env := map[string]string{"HOME": c.home, "XDG_CONFIG_HOME": filepath.Join(c.home, ".config"),
-		"XDG_STATE_HOME": filepath.Join(c.home, ".state"), cmdutil.TestLabelEnv: cliRun}
-	eng := &retagEngine{Engine: c.eng, t: t, from: images.SandboxTag, to: testTag}
-	f := cmdutil.TestFactory(ios, env, c.home, c.project, time.Now(), eng)
+	env := map[string]string{"HOME": c.Home, "XDG_CONFIG_HOME": filepath.Join(c.Home, ".config"),
+		"XDG_STATE_HOME": filepath.Join(c.Home, ".state"), cmdutil.TestLabelEnv: cliRun}
+	eng := &retagEngine{Engine: c.Eng, t: t, from: images.SandboxTag, to: testTag}
+	f := cmdutil.TestFactory(ios, env, c.Home, c.Project, time.Now(), eng)
 	root := NewCmdRoot(f)
-	root.SetArgs([]string{"--project", c.project, "exec", "-n", name, "--", "true"})
+	root.SetArgs([]string{"--project", c.Project, "exec", "-n", name, "--", "true"})
 	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	code := report(stderr, root.ExecuteContext(runCtx))
@@ -330,17 +346,17 @@ func TestExecRebuildsMissingSandboxImage(t *testing.T) {
 			t.Errorf("stderr lacks %q", want)
 		}
 	}
-	built, err := c.eng.ImageInspect(ctx, testTag)
+	built, err := c.Eng.ImageInspect(ctx, testTag)
 	if err != nil {
 		t.Fatalf("the rebuilt image: %v", err)
 	}
 	if built.Config.Labels[imagebuild.LabelDockerfileHash] != st.DockerfileHash {
 		t.Errorf("rebuilt image labels %v", built.Config.Labels)
 	}
-	if now, err := c.eng.ImageInspect(ctx, images.SandboxTag); err != nil || now.ID != st.ID {
+	if now, err := c.Eng.ImageInspect(ctx, images.SandboxTag); err != nil || now.ID != st.ID {
 		t.Errorf("the shared %s changed: %v", images.SandboxTag, err)
 	}
-	info, err := c.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
+	info, err := c.Eng.ContainerInspect(ctx, sandbox.ContainerName(name))
 	if err != nil || info.Config.Labels[enginetest.TestLabel] != cliRun {
 		t.Errorf("sandbox not labelled for the sweep: %v", err)
 	}

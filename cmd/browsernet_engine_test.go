@@ -3,11 +3,9 @@ package cmd
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/sbx-sandbox/sbx/cmd/browser"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -25,28 +22,14 @@ import (
 // the engine's networks: not a plain container on the default bridge, not through that
 // bridge's gateway, not another sandbox with network access.
 func TestCLIBrowserIsolated(t *testing.T) {
-	c := newCLI(t)
-	currentBrowserImage(t, c.eng)
-	c.write(".sbx.yaml", allowBrowser)
-	c.trust()
+	c := newBrowserCLI(t)
 	name := cliRun + "-iso"
-	r := c.run("browser", "-n", name, "--headless", "--json")
-	if r.code != 0 {
-		t.Fatalf("sbx browser --headless: exit %d\n%s", r.code, r.stderr)
-	}
-	var res browser.Result
-	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
-		t.Fatalf("%v: %s", err, r.stdout)
-	}
-	cdp, err := url.Parse(res.Endpoints.CDP.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, cdp := startHeadless(t, c, name)
 	if status, body := loopbackGet(t, "http://"+cdp.Host+"/json/version"); status != 200 || !strings.Contains(body, `"Browser"`) {
 		t.Fatalf("the printed URL from the host: %d %s", status, body)
 	}
 	ctx := context.Background()
-	info, err := c.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
+	info, err := c.Eng.ContainerInspect(ctx, sandbox.ContainerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +60,8 @@ func TestCLIBrowserIsolated(t *testing.T) {
 		}
 	}
 	other := cliRun + "-iso-peer"
-	if r := c.run("create", "-n", other, "--network", "bridge"); r.code != 0 {
-		t.Fatalf("create: %s", r.stderr)
+	if r := c.Run("create", "-n", other, "--network", "bridge"); r.Code != 0 {
+		t.Fatalf("create: %s", r.Stderr)
 	}
 	py := fmt.Sprintf(`import socket
 try:
@@ -87,14 +70,14 @@ try:
     print("answered", s.recv(200))
 except OSError as e:
     print("no answer:", e)`, own.IPAddress)
-	if r := c.run("exec", "-n", other, "--", "python3", "-c", py); r.code != 0 || !strings.HasPrefix(r.stdout, "no answer:") {
-		t.Errorf("another sandbox with network access reached the browser: %s %s", r.stdout, r.stderr)
+	if r := c.Run("exec", "-n", other, "--", "python3", "-c", py); r.Code != 0 || !strings.HasPrefix(r.Stdout, "no answer:") {
+		t.Errorf("another sandbox with network access reached the browser: %s %s", r.Stdout, r.Stderr)
 	}
 	for _, n := range []string{name, other} {
-		if r := c.run("rm", "-f", n); r.code != 0 {
-			t.Errorf("rm: %s", r.stderr)
+		if r := c.Run("rm", "-f", n); r.Code != 0 {
+			t.Errorf("rm: %s", r.Stderr)
 		}
-		if _, err := c.eng.NetworkInspect(ctx, sandbox.NetworkName(n), network.InspectOptions{}); err == nil {
+		if _, err := c.Eng.NetworkInspect(ctx, sandbox.NetworkName(n), network.InspectOptions{}); err == nil {
 			t.Errorf("rm left the network %s", sandbox.NetworkName(n))
 		}
 	}
@@ -105,16 +88,16 @@ except OSError as e:
 func probeContainer(t *testing.T, c *cli, network, script string) string {
 	t.Helper()
 	ctx := context.Background()
-	resp, err := c.eng.ContainerCreate(ctx, &container.Config{Image: "debian:bookworm-slim", Cmd: []string{"bash", "-c", script},
+	resp, err := c.Eng.ContainerCreate(ctx, &container.Config{Image: "debian:bookworm-slim", Cmd: []string{"bash", "-c", script},
 		Labels: map[string]string{enginetest.TestLabel: cliRun}}, &container.HostConfig{NetworkMode: container.NetworkMode(network)}, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.eng.ContainerRemove(ctx, resp.ID, container.RemoveOptions{Force: true}) }()
-	if err := c.eng.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+	defer func() { _ = c.Eng.ContainerRemove(ctx, resp.ID, container.RemoveOptions{Force: true}) }()
+	if err := c.Eng.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs, err := c.eng.ContainerLogs(ctx, resp.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	logs, err := c.Eng.ContainerLogs(ctx, resp.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,21 +12,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // These run the real sbx binary against the real engine (see engine_test.go).
 
 func TestCLICpStreamsJSONAndExec(t *testing.T) {
 	c := newCLI(t)
-	c.write(".sbx.yaml", "workspace: none\n")
-	c.write("in/a.txt", "alpha\n")
-	c.write("in/sub/b.txt", "beta\n")
+	c.Write(".sbx.yaml", "workspace: none\n")
+	c.Write("in/a.txt", "alpha\n")
+	c.Write("in/sub/b.txt", "beta\n")
 
 	// - in: a tar stream from stdin, extracted into an existing directory.
-	cmd := c.cmd("cp", "-", ":/tmp")
-	tarIn := exec.Command("tar", "-c", "-C", c.project, "in")
+	cmd := c.Cmd("cp", "-", ":/tmp")
+	tarIn := exec.Command("tar", "-c", "-C", c.Project, "in")
 	var err error
 	if cmd.Stdin, err = tarIn.StdoutPipe(); err != nil {
 		t.Fatal(err)
@@ -34,37 +32,37 @@ func TestCLICpStreamsJSONAndExec(t *testing.T) {
 	if err := tarIn.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := c.runIn(cmd)
+	r := c.RunIn(cmd)
 	_ = tarIn.Wait()
-	if r.code != 0 || !strings.Contains(r.stderr, "copied 2 files") {
-		t.Fatalf("cp - :/tmp: exit %d stderr %q", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "copied 2 files") {
+		t.Fatalf("cp - :/tmp: exit %d stderr %q", r.Code, r.Stderr)
 	}
 
 	// A file into the none workspace, with the JSON summary.
-	r = c.run("cp", "--json", "in/a.txt", ":note.txt")
+	r = c.Run("cp", "--json", "in/a.txt", ":note.txt")
 	var s struct {
 		Direction, Sandbox, Src, Dst string
 		Files                        int
 		Bytes                        int64
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || r.code != 0 {
-		t.Fatalf("cp --json: exit %d stdout %q stderr %q (%v)", r.code, r.stdout, r.stderr, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &s); err != nil || r.Code != 0 {
+		t.Fatalf("cp --json: exit %d stdout %q stderr %q (%v)", r.Code, r.Stdout, r.Stderr, err)
 	}
-	if s.Direction != "in" || s.Src != filepath.Join(c.project, "in", "a.txt") || s.Dst != "/workspace/note.txt" || s.Files != 1 || s.Bytes != 6 {
+	if s.Direction != "in" || s.Src != filepath.Join(c.Project, "in", "a.txt") || s.Dst != "/workspace/note.txt" || s.Files != 1 || s.Bytes != 6 {
 		t.Errorf("summary %+v", s)
 	}
 
-	r = c.run("exec", "--", "sh", "-c", "cat /tmp/in/a.txt /tmp/in/sub/b.txt /workspace/note.txt")
-	if r.stdout != "alpha\nbeta\nalpha\n" {
-		t.Errorf("a following exec sees %q %q", r.stdout, r.stderr)
+	r = c.Run("exec", "--", "sh", "-c", "cat /tmp/in/a.txt /tmp/in/sub/b.txt /workspace/note.txt")
+	if r.Stdout != "alpha\nbeta\nalpha\n" {
+		t.Errorf("a following exec sees %q %q", r.Stdout, r.Stderr)
 	}
 
 	// - out: the raw tar stream on stdout.
-	cmd = c.cmd("cp", ":/tmp/in", "-")
+	cmd = c.Cmd("cp", ":/tmp/in", "-")
 	var raw bytes.Buffer
 	cmd.Stdout = &raw
-	if r = c.runIn(cmd); r.code != 0 {
-		t.Fatalf("cp :/tmp/in -: exit %d stderr %q", r.code, r.stderr)
+	if r = c.RunIn(cmd); r.Code != 0 {
+		t.Fatalf("cp :/tmp/in -: exit %d stderr %q", r.Code, r.Stderr)
 	}
 	list := exec.Command("tar", "-t")
 	list.Stdin = &raw
@@ -79,24 +77,24 @@ func TestCLICpStreamsJSONAndExec(t *testing.T) {
 
 func TestCLICpRefusals(t *testing.T) {
 	c := newCLI(t)
-	c.write(".sbx.yaml", "workspace: ro\n")
-	c.write("f.txt", "x\n")
-	r := c.run("cp", "f.txt", ":/workspace/copy.txt")
-	if r.code != 1 || !strings.Contains(r.stderr, "mounted read-only (workspace: ro, from project:"+filepath.Join(c.project, ".sbx.yaml")+":1)") ||
-		!strings.Contains(r.stderr, "hint: copy into /tmp instead") {
-		t.Errorf("ro workspace: exit %d stderr %q", r.code, r.stderr)
+	c.Write(".sbx.yaml", "workspace: ro\n")
+	c.Write("f.txt", "x\n")
+	r := c.Run("cp", "f.txt", ":/workspace/copy.txt")
+	if r.Code != 1 || !strings.Contains(r.Stderr, "mounted read-only (workspace: ro, from project:"+filepath.Join(c.Project, ".sbx.yaml")+":1)") ||
+		!strings.Contains(r.Stderr, "hint: copy into /tmp instead") {
+		t.Errorf("ro workspace: exit %d stderr %q", r.Code, r.Stderr)
 	}
-	if r = c.run("cp", "f.txt", ":/etc/"); r.code != 1 || !strings.Contains(r.stderr, "root file system is read-only (readOnlyRoot: true, from default)") {
-		t.Errorf("read-only root: exit %d stderr %q", r.code, r.stderr)
+	if r = c.Run("cp", "f.txt", ":/etc/"); r.Code != 1 || !strings.Contains(r.Stderr, "root file system is read-only (readOnlyRoot: true, from default)") {
+		t.Errorf("read-only root: exit %d stderr %q", r.Code, r.Stderr)
 	}
 
-	if r = c.run("exec", "--", "sh", "-c", "mkdir /tmp/t && echo ok >/tmp/t/a && ln -s /etc/passwd /tmp/t/passwd && ln -s / /tmp/t/root"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
+	if r = c.Run("exec", "--", "sh", "-c", "mkdir /tmp/t && echo ok >/tmp/t/a && ln -s /etc/passwd /tmp/t/passwd && ln -s / /tmp/t/root"); r.Code != 0 {
+		t.Fatalf("setup: %s", r.Stderr)
 	}
 	outDir := t.TempDir()
-	r = c.run("cp", ":/tmp/t", filepath.Join(outDir, "t"))
-	if r.code != 1 || !strings.Contains(r.stderr, "symlink refused") {
-		t.Errorf("symlinks out: exit %d stderr %q", r.code, r.stderr)
+	r = c.Run("cp", ":/tmp/t", filepath.Join(outDir, "t"))
+	if r.Code != 1 || !strings.Contains(r.Stderr, "symlink refused") {
+		t.Errorf("symlinks out: exit %d stderr %q", r.Code, r.Stderr)
 	}
 	if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
 		t.Errorf("a refused copy wrote %v", ents)
@@ -105,20 +103,20 @@ func TestCLICpRefusals(t *testing.T) {
 
 // stagingIn lists the staging directories in the sandbox directory dir.
 func (c *cli) stagingIn(dir string) string {
-	c.t.Helper()
-	r := c.run("exec", "--", "sh", "-c", "ls -A "+dir+" | grep '^.sbx-cp-' || true")
-	return strings.TrimSpace(r.stdout)
+	c.T.Helper()
+	r := c.Run("exec", "--", "sh", "-c", "ls -A "+dir+" | grep '^.sbx-cp-' || true")
+	return strings.TrimSpace(r.Stdout)
 }
 
 func TestCLICpKilledHalfwayIntoSandbox(t *testing.T) {
 	c := newCLI(t)
-	c.write("dst/f", "old\n")
-	if r := c.run("cp", "dst", ":/tmp/"); r.code != 0 {
-		t.Fatalf("setup copy: %s", r.stderr)
+	c.Write("dst/f", "old\n")
+	if r := c.Run("cp", "dst", ":/tmp/"); r.Code != 0 {
+		t.Fatalf("setup copy: %s", r.Stderr)
 	}
 
 	// Half a tar stream that replaces /tmp/dst/f, then SIGKILL.
-	cmd := c.cmd("cp", "-", ":/tmp/dst")
+	cmd := c.Cmd("cp", "-", ":/tmp/dst")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -153,30 +151,30 @@ func TestCLICpKilledHalfwayIntoSandbox(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	if r := c.run("exec", "--", "cat", "/tmp/dst/f"); r.stdout != "old\n" {
-		t.Errorf("after the kill the destination holds %q (%s)", r.stdout, r.stderr)
+	if r := c.Run("exec", "--", "cat", "/tmp/dst/f"); r.Stdout != "old\n" {
+		t.Errorf("after the kill the destination holds %q (%s)", r.Stdout, r.Stderr)
 	}
 	// The next copy into the directory succeeds and leaves no staging behind.
-	c.write("f2", "new\n")
-	if r := c.run("cp", "f2", ":/tmp/dst/f"); r.code != 0 {
-		t.Fatalf("next copy: %s", r.stderr)
+	c.Write("f2", "new\n")
+	if r := c.Run("cp", "f2", ":/tmp/dst/f"); r.Code != 0 {
+		t.Fatalf("next copy: %s", r.Stderr)
 	}
 	if s := c.stagingIn("/tmp/dst"); s != "" {
 		t.Errorf("staging left after the next copy: %s", s)
 	}
-	if r := c.run("exec", "--", "cat", "/tmp/dst/f"); r.stdout != "new\n" {
-		t.Errorf("next copy: %q", r.stdout)
+	if r := c.Run("exec", "--", "cat", "/tmp/dst/f"); r.Stdout != "new\n" {
+		t.Errorf("next copy: %q", r.Stdout)
 	}
 }
 
 func TestCLICpKilledHalfwayOutOfSandbox(t *testing.T) {
 	c := newCLI(t)
-	if r := c.run("exec", "--", "sh", "-c", "head -c 200000000 /dev/urandom >/tmp/big"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
+	if r := c.Run("exec", "--", "sh", "-c", "head -c 200000000 /dev/urandom >/tmp/big"); r.Code != 0 {
+		t.Fatalf("setup: %s", r.Stderr)
 	}
 	host := t.TempDir()
 	dst := filepath.Join(host, "big")
-	cmd := c.cmd("cp", ":/tmp/big", dst)
+	cmd := c.Cmd("cp", ":/tmp/big", dst)
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {
@@ -199,8 +197,8 @@ func TestCLICpKilledHalfwayOutOfSandbox(t *testing.T) {
 	if !partlyStaged(host) {
 		t.Error("the killed copy left no staging directory to clean up")
 	}
-	if r := c.run("cp", ":/tmp/big", dst); r.code != 0 {
-		t.Fatalf("next copy: %s", r.stderr)
+	if r := c.Run("cp", ":/tmp/big", dst); r.Code != 0 {
+		t.Fatalf("next copy: %s", r.Stderr)
 	}
 	ents, _ := os.ReadDir(host)
 	if len(ents) != 1 || ents[0].Name() != "big" {
@@ -229,27 +227,19 @@ func partlyStaged(dir string) bool {
 func TestCLICpProgressOnATerminal(t *testing.T) {
 	c := newCLI(t)
 	// A slow sandbox, so that the copy outlasts the second before the bar appears.
-	if r := c.run("create", "--cpus", "0.1"); r.code != 0 {
-		t.Fatalf("create: %s", r.stderr)
+	if r := c.Run("create", "--cpus", "0.1"); r.Code != 0 {
+		t.Fatalf("create: %s", r.Stderr)
 	}
 	big := filepath.Join(t.TempDir(), "big")
 	if err := os.WriteFile(big, make([]byte, 200<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := c.cmd("cp", big, ":/tmp/big")
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 120})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var out bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&out, ptmx); close(done) }()
+	cmd := c.Cmd("cp", big, ":/tmp/big")
+	term := c.StartOnTerminal(cmd, 24, 120)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("cp on a terminal: %v\n%q", err, out.String())
+		t.Fatalf("cp on a terminal: %v\n%q", err, term.Output())
 	}
-	<-done
-	s := out.String()
+	s := term.Closed()
 	for _, want := range []string{"\r\x1b[K→ ", "200.0 MiB", "/1 files", "MiB/s", "copied 1 file (200.0 MiB) to "} {
 		if !strings.Contains(s, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, s)

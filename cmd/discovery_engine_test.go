@@ -20,7 +20,7 @@ func TestCLIDiscoverySkipsPlantedFile(t *testing.T) {
 	}{{"root", newCLI}, {"non-root", func(t *testing.T) *cli { return newCLIAs(t, nonRootUID) }}} {
 		t.Run(as.name, func(t *testing.T) {
 			c := as.cli(t)
-			shared := filepath.Join(c.project, "shared")
+			shared := filepath.Join(c.Project, "shared")
 			if err := os.Mkdir(shared, 0o777); err != nil {
 				t.Fatal(err)
 			}
@@ -36,37 +36,37 @@ func TestCLIDiscoverySkipsPlantedFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			mine := filepath.Join(shared, "me", "proj")
-			c.mkdirAll(mine)
-			c.write("shared/me/proj/.sbx.yaml", "memory: 512m\n")
+			c.MkdirAll(mine)
+			c.Write("shared/me/proj/.sbx.yaml", "memory: 512m\n")
 			warning := "warning: ignoring " + planted + ": it is owned by uid 4343; a file another user controls never configures your sandboxes"
 
-			cmd := c.cmd("exec", "--", "sh", "-c", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
+			cmd := c.Cmd("exec", "--", "sh", "-c", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
 			cmd.Dir = mine
-			r := c.runIn(cmd)
+			r := c.RunIn(cmd)
 			// Discovery stops at the user's own file before it reaches the planted one.
-			if r.code != 0 || r.stdout != "536870912\n" || strings.Contains(r.stderr, "warning") {
-				t.Errorf("exec in my own nested project: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+			if r.Code != 0 || r.Stdout != "536870912\n" || strings.Contains(r.Stderr, "warning") {
+				t.Errorf("exec in my own nested project: exit %d, stdout %q, stderr %s", r.Code, r.Stdout, r.Stderr)
 			}
 			// A directory below the planted file without a project file of its own: the planted
 			// file would be the nearest.
 			other := filepath.Join(shared, "me", "scratch")
-			c.mkdirAll(other)
-			cmd = c.cmd("explain", "--json")
+			c.MkdirAll(other)
+			cmd = c.Cmd("explain", "--json")
 			cmd.Dir = other
-			if r := c.runIn(cmd); r.code != 0 || !strings.Contains(r.stdout, `"projectRoot": "`+other+`"`) ||
-				!strings.Contains(r.stdout, `"reason": "it is owned by uid 4343"`) || !strings.Contains(r.stderr, warning) {
-				t.Errorf("explain below the planted file: exit %d, stdout %.600s, stderr %s", r.code, r.stdout, r.stderr)
+			if r := c.RunIn(cmd); r.Code != 0 || !strings.Contains(r.Stdout, `"projectRoot": "`+other+`"`) ||
+				!strings.Contains(r.Stdout, `"reason": "it is owned by uid 4343"`) || !strings.Contains(r.Stderr, warning) {
+				t.Errorf("explain below the planted file: exit %d, stdout %.600s, stderr %s", r.Code, r.Stdout, r.Stderr)
 			}
-			cmd = c.cmd("exec", "--", "echo", "ran")
+			cmd = c.Cmd("exec", "--", "echo", "ran")
 			cmd.Dir = other
-			if r := c.runIn(cmd); r.code != 0 || r.stdout != "ran\n" || !strings.Contains(r.stderr, warning) {
-				t.Errorf("exec below the planted file: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+			if r := c.RunIn(cmd); r.Code != 0 || r.Stdout != "ran\n" || !strings.Contains(r.Stderr, warning) {
+				t.Errorf("exec below the planted file: exit %d, stdout %q, stderr %s", r.Code, r.Stdout, r.Stderr)
 			}
 			for _, dir := range []string{mine, other} {
-				cmd = c.cmd("rm", "-f")
+				cmd = c.Cmd("rm", "-f")
 				cmd.Dir = dir
-				if r := c.runIn(cmd); r.code != 0 {
-					t.Errorf("rm: %s", r.stderr)
+				if r := c.RunIn(cmd); r.Code != 0 {
+					t.Errorf("rm: %s", r.Stderr)
 				}
 			}
 		})

@@ -13,11 +13,11 @@ import (
 func TestCLIDriftSameKeys(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-drift-" + randHex(t)
-	c.write(".sbx.yaml", "memory: 512m\n")
-	if r := c.run("create", "-n", name, "--pids-limit", "200"); r.code != 0 {
-		t.Fatalf("create: %d %q %q", r.code, r.stdout, r.stderr)
+	c.Write(".sbx.yaml", "memory: 512m\n")
+	if r := c.Run("create", "-n", name, "--pids-limit", "200"); r.Code != 0 {
+		t.Fatalf("create: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
-	c.write(".sbx.yaml", "memory: 768m\nenv:\n  DRIFT_MARK: \"1\"\n")
+	c.Write(".sbx.yaml", "memory: 768m\nenv:\n  DRIFT_MARK: \"1\"\n")
 	want := []string{"env", "memory", "memorySwap"}
 
 	if state, keys := configState(t, c, name); state != "changed" || !slices.Equal(keys, want) {
@@ -30,19 +30,19 @@ func TestCLIDriftSameKeys(t *testing.T) {
 	}
 
 	// Just created, so busy: exec runs in it as it is and warns.
-	r := c.run("exec", "-n", name, "--", "true")
-	if r.code != 0 || !strings.Contains(r.stderr, "runs with an older configuration") {
-		t.Fatalf("exec: %d %q", r.code, r.stderr)
+	r := c.Run("exec", "-n", name, "--", "true")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "runs with an older configuration") {
+		t.Fatalf("exec: %d %q", r.Code, r.Stderr)
 	}
-	if keys := changedKeys(t, r.stderr); !slices.Equal(keys, want) {
+	if keys := changedKeys(t, r.Stderr); !slices.Equal(keys, want) {
 		t.Errorf("exec: keys %v, want %v", keys, want)
 	}
 
-	r = c.run("create", "-n", name)
-	if r.code != 125 || !strings.Contains(r.stderr, "exists with a different configuration") {
-		t.Fatalf("create: %d %q", r.code, r.stderr)
+	r = c.Run("create", "-n", name)
+	if r.Code != 125 || !strings.Contains(r.Stderr, "exists with a different configuration") {
+		t.Fatalf("create: %d %q", r.Code, r.Stderr)
 	}
-	if keys := changedKeys(t, r.stderr); !slices.Equal(keys, want) {
+	if keys := changedKeys(t, r.Stderr); !slices.Equal(keys, want) {
 		t.Errorf("create: keys %v, want %v", keys, want)
 	}
 }

@@ -155,7 +155,7 @@ func (h *hostDir) check(t *testing.T, when string) {
 // checkOverwritten fails the test unless sbx replaced every forged label on the container.
 func checkOverwritten(t *testing.T, c *cli, name, tag string) {
 	t.Helper()
-	info, err := c.eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
+	info, err := c.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,8 +179,8 @@ func checkOverwritten(t *testing.T, c *cli, name, tag string) {
 // onlyLoopbackInside fails the test unless the sandbox's network is none: only lo.
 func onlyLoopbackInside(t *testing.T, c *cli, name string) {
 	t.Helper()
-	if r := c.run("exec", "-n", name, "--", "ls", "/sys/class/net"); r.code != 0 || r.stdout != "lo\n" {
-		t.Errorf("network interfaces inside: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("exec", "-n", name, "--", "ls", "/sys/class/net"); r.Code != 0 || r.Stdout != "lo\n" {
+		t.Errorf("network interfaces inside: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -191,9 +191,9 @@ func configState(t *testing.T, c *cli, name string) (string, []string) {
 		Config  string   `json:"config"`
 		Changed []string `json:"changedKeys"`
 	}
-	r := c.run("ls", "--json", "--filter", "name="+name)
-	if err := json.Unmarshal([]byte(r.stdout), &ls); err != nil || len(ls) != 1 {
-		t.Fatalf("ls --json: %v %q %q", err, r.stdout, r.stderr)
+	r := c.Run("ls", "--json", "--filter", "name="+name)
+	if err := json.Unmarshal([]byte(r.Stdout), &ls); err != nil || len(ls) != 1 {
+		t.Fatalf("ls --json: %v %q %q", err, r.Stdout, r.Stderr)
 	}
 	return ls[0].Config, ls[0].Changed
 }
@@ -214,7 +214,7 @@ func checkCurrent(t *testing.T, c *cli, name string) {
 // without use would.
 func lastUsed(t *testing.T, c *cli, name string, ago time.Duration) {
 	t.Helper()
-	state := &sandbox.StateStore{Dir: filepath.Join(c.home, ".state", "sbx"), Now: time.Now}
+	state := &sandbox.StateStore{Dir: filepath.Join(c.Home, ".state", "sbx"), Now: time.Now}
 	if err := state.SetLastUsed(name, time.Now().Add(-ago)); err != nil {
 		t.Fatal(err)
 	}
@@ -224,15 +224,15 @@ func lastUsed(t *testing.T, c *cli, name string, ago time.Duration) {
 // and the host directory intact, and returns its output.
 func removed(t *testing.T, c *cli, h *hostDir, name string, args ...string) string {
 	t.Helper()
-	r := c.run(args...)
-	if r.code != 0 {
-		t.Fatalf("sbx %s: %d %q %q", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	r := c.Run(args...)
+	if r.Code != 0 {
+		t.Fatalf("sbx %s: %d %q %q", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 	}
 	h.check(t, "after sbx "+args[0])
-	if n := len(c.containers(name)); n != 0 {
+	if n := len(c.Containers(name)); n != 0 {
 		t.Errorf("%d containers left after sbx %s", n, args[0])
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // explainLive returns what sbx explain says about the sandbox's network and whether the
@@ -246,9 +246,9 @@ func explainLive(t *testing.T, c *cli, name string) (network string, matches boo
 			DifferingKeys []string `json:"differingKeys"`
 		}
 	}
-	r := c.run("explain", name, "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("explain --json: %v %q %q", err, r.stdout, r.stderr)
+	r := c.Run("explain", name, "--json")
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("explain --json: %v %q %q", err, r.Stdout, r.Stderr)
 	}
 	for _, s := range rep.Settings {
 		if s.Key == "network" {
@@ -263,8 +263,8 @@ func explainLive(t *testing.T, c *cli, name string) (network string, matches boo
 func createOnImage(t *testing.T, c *cli, tag string) string {
 	t.Helper()
 	name := cliRun + "-forged-" + randHex(t)
-	if r := c.run("create", "-n", name, "--image", tag); r.code != 0 {
-		t.Fatalf("create: %d %q %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("create", "-n", name, "--image", tag); r.Code != 0 {
+		t.Fatalf("create: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	checkOverwritten(t, c, name, tag)
 	onlyLoopbackInside(t, c, name)
@@ -290,8 +290,8 @@ func TestCLIForgedLabelsRm(t *testing.T) {
 			}
 			name := createOnImage(t, c, tag)
 			// Starting a stopped sandbox once made the directory a label named writable to all.
-			if r := c.run("stop", name); r.code != 0 {
-				t.Fatalf("stop: %q", r.stderr)
+			if r := c.Run("stop", name); r.Code != 0 {
+				t.Fatalf("stop: %q", r.Stderr)
 			}
 			onlyLoopbackInside(t, c, name)
 			h.check(t, "after create, exec, stop and exec")
@@ -321,7 +321,7 @@ func TestCLIForgedCreateSettings(t *testing.T) {
 	h := newHostDir(t, -1)
 	tag := forgedImage(t, forgedLabels(h.dir))
 	c := newCLI(t)
-	userConfig := filepath.Join(c.home, ".config", "sbx", "config.yaml")
+	userConfig := filepath.Join(c.Home, ".config", "sbx", "config.yaml")
 	if err := os.MkdirAll(filepath.Dir(userConfig), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -332,11 +332,11 @@ func TestCLIForgedCreateSettings(t *testing.T) {
 	}
 	writeUserConfig("image: " + tag + "\n")
 	name := cliRun + "-forged-" + randHex(t)
-	if r := c.run("create", "-n", name); r.code != 0 {
-		t.Fatalf("create: %d %q %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("create", "-n", name); r.Code != 0 {
+		t.Fatalf("create: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	checkOverwritten(t, c, name, tag)
-	info, err := c.eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
+	info, err := c.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,9 +352,9 @@ func TestCLIForgedCreateSettings(t *testing.T) {
 		t.Errorf("ls after a memory change: config %s %v, want changed memory and not network", state, keys)
 	}
 	lastUsed(t, c, name, time.Hour)
-	r := c.run("exec", "-n", name, "--", "ls", "/sys/class/net")
-	if r.code != 0 || r.stdout != "lo\n" || !strings.Contains(r.stderr, "recreating") {
-		t.Errorf("exec recreating the idle sandbox: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	r := c.Run("exec", "-n", name, "--", "ls", "/sys/class/net")
+	if r.Code != 0 || r.Stdout != "lo\n" || !strings.Contains(r.Stderr, "recreating") {
+		t.Errorf("exec recreating the idle sandbox: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	checkCurrent(t, c, name)
 	removed(t, c, h, name, "rm", "-f", name)

@@ -31,26 +31,26 @@ func TestCLIProtectedPathsNonRoot(t *testing.T) {
 
 // git runs git on the host in dir of the project, as the user sbx runs as.
 func (c *cli) git(dir string, args ...string) string {
-	c.t.Helper()
+	c.T.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-c", "init.defaultBranch=main",
 		"-c", "user.name=Host", "-c", "user.email=host@example.invalid"}, args...)...)
-	cmd.Dir = filepath.Join(c.project, dir)
-	cmd.Env = append(os.Environ(), "HOME="+c.home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	cmd.Dir = filepath.Join(c.Project, dir)
+	cmd.Env = append(os.Environ(), "HOME="+c.Home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	if c.Cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.Cred}
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		c.t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+		c.T.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
 	}
 	return string(out)
 }
 
 // hostTree lists every path of the project with its type and owner.
 func (c *cli) hostTree() []string {
-	c.t.Helper()
+	c.T.Helper()
 	var out []string
-	err := filepath.WalkDir(c.project, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(c.Project, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -58,22 +58,22 @@ func (c *cli) hostTree() []string {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(c.project, p)
+		rel, _ := filepath.Rel(c.Project, p)
 		st := fi.Sys().(*syscall.Stat_t)
 		out = append(out, fmt.Sprintf("%s %s %d:%d", filepath.ToSlash(rel), fi.Mode().Type(), st.Uid, st.Gid))
 		return nil
 	})
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return out
 }
 
 func (c *cli) read(name string) string {
-	c.t.Helper()
-	data, err := os.ReadFile(filepath.Join(c.project, name))
+	c.T.Helper()
+	data, err := os.ReadFile(filepath.Join(c.Project, name))
 	if err != nil {
-		c.t.Fatal(err)
+		c.T.Fatal(err)
 	}
 	return string(data)
 }
@@ -112,32 +112,32 @@ for spec in sys.argv[1:]:
 `
 
 func testProtectedPaths(t *testing.T, c *cli, createFlags ...string) {
-	c.write(".sbx.yaml", "memory: 512m\n")
-	c.write("src/app.py", "print('app')\n")
-	c.write(".vscode/settings.json", "{}\n")
-	c.write("sub/inner/README", "nested\n")
-	c.write(".gitignore", "sub/\n")
+	c.Write(".sbx.yaml", "memory: 512m\n")
+	c.Write("src/app.py", "print('app')\n")
+	c.Write(".vscode/settings.json", "{}\n")
+	c.Write("sub/inner/README", "nested\n")
+	c.Write(".gitignore", "sub/\n")
 	c.git("", "init", "-q")
 	c.git("", "add", "-A")
 	c.git("", "commit", "-q", "-m", "initial")
 	c.git("sub/inner", "init", "-q")
 	// A repository without hooks: sbx makes the empty directory so it can protect it.
-	if err := os.RemoveAll(filepath.Join(c.project, "sub/inner/.git/hooks")); err != nil {
+	if err := os.RemoveAll(filepath.Join(c.Project, "sub/inner/.git/hooks")); err != nil {
 		t.Fatal(err)
 	}
 	gitConfig := c.read(".git/config")
 	before := c.hostTree()
 
-	r := c.run(append([]string{"create", "--workspace", "rw"}, createFlags...)...)
-	if r.code != 0 {
-		t.Fatalf("create --workspace rw: exit %d\n%s", r.code, r.stderr)
+	r := c.Run(append([]string{"create", "--workspace", "rw"}, createFlags...)...)
+	if r.Code != 0 {
+		t.Fatalf("create --workspace rw: exit %d\n%s", r.Code, r.Stderr)
 	}
 	// No mount point left a placeholder: the one change is the documented hooks directory,
 	// owned like its .git directory.
 	after := c.hostTree()
 	owner := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
-	if c.cred != nil {
-		owner = fmt.Sprintf("%d:%d", c.cred.Uid, c.cred.Gid)
+	if c.Cred != nil {
+		owner = fmt.Sprintf("%d:%d", c.Cred.Uid, c.Cred.Gid)
 	}
 	if want := append(slices.Clone(before), "sub/inner/.git/hooks d--------- "+owner); !slices.Equal(sorted(after), sorted(want)) {
 		t.Errorf("the host tree changed beyond sub/inner/.git/hooks:\nbefore %q\nafter  %q", before, after)
@@ -171,12 +171,12 @@ func testProtectedPaths(t *testing.T, c *cli, createFlags ...string) {
 		"create sub/inner/notes":   "OK",
 		"create .git/sandbox-note": "OK",
 	}
-	r = c.run(append([]string{"exec", "--", "python3", "-c", attackScript}, slices.Sorted(maps.Keys(ops))...)...)
-	if r.code != 0 || strings.Contains(r.stderr, "older configuration") {
-		t.Fatalf("exec: exit %d\n%s", r.code, r.stderr)
+	r = c.Run(append([]string{"exec", "--", "python3", "-c", attackScript}, slices.Sorted(maps.Keys(ops))...)...)
+	if r.Code != 0 || strings.Contains(r.Stderr, "older configuration") {
+		t.Fatalf("exec: exit %d\n%s", r.Code, r.Stderr)
 	}
 	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 		op, res, _ := strings.Cut(line, ": ")
 		got[op] = res
 	}
@@ -194,7 +194,7 @@ func testProtectedPaths(t *testing.T, c *cli, createFlags ...string) {
 		t.Errorf(".git/config on the host changed:\n%s", s)
 	}
 	for _, p := range []string{".git/hooks/pre-commit", ".vscode/tasks.json", "sub/inner/.git/hooks/pre-push", ".git-old", "sub-moved"} {
-		if _, err := os.Lstat(filepath.Join(c.project, p)); err == nil {
+		if _, err := os.Lstat(filepath.Join(c.Project, p)); err == nil {
 			t.Errorf("%s exists on the host", p)
 		}
 	}
@@ -203,10 +203,10 @@ func testProtectedPaths(t *testing.T, c *cli, createFlags ...string) {
 	}
 
 	// git works inside: status, and a commit the host sees.
-	r = c.run("exec", "--", "sh", "-c", `cd /workspace && git status --porcelain && git add src && `+
+	r = c.Run("exec", "--", "sh", "-c", `cd /workspace && git status --porcelain && git add src && `+
 		`git -c user.name=Sandbox -c user.email=sandbox@example.invalid commit -q -m "from the sandbox" && git -C sub/inner status --short`)
-	if r.code != 0 || r.stdout != " M src/app.py\n?? src/new.txt\n?? README\n?? notes\n" {
-		t.Fatalf("git in the sandbox: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || r.Stdout != " M src/app.py\n?? src/new.txt\n?? README\n?? notes\n" {
+		t.Fatalf("git in the sandbox: exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
 	}
 	if log := c.git("", "log", "--format=%s %an", "-2"); log != "from the sandbox Sandbox\ninitial Host\n" {
 		t.Errorf("git log on the host: %q", log)
@@ -227,17 +227,17 @@ func TestCLIProtectedPathsRefuseLinks(t *testing.T) {
 			if who == "non-root" {
 				c = newCLIAs(t, nonRootUID)
 			}
-			c.write("real-settings/settings.json", "{}\n")
-			if err := os.Symlink("real-settings", filepath.Join(c.project, ".vscode")); err != nil {
+			c.Write("real-settings/settings.json", "{}\n")
+			if err := os.Symlink("real-settings", filepath.Join(c.Project, ".vscode")); err != nil {
 				t.Fatal(err)
 			}
-			c.chown(filepath.Join(c.project, ".vscode"))
-			r := c.run("create", "--workspace", "rw")
-			if r.code != 125 || !strings.Contains(r.stderr, "protected paths: .vscode is a symbolic link") || !strings.Contains(r.stderr, "hint: replace the link") {
-				t.Errorf("create: exit %d\n%s", r.code, r.stderr)
+			c.Chown(filepath.Join(c.Project, ".vscode"))
+			r := c.Run("create", "--workspace", "rw")
+			if r.Code != 125 || !strings.Contains(r.Stderr, "protected paths: .vscode is a symbolic link") || !strings.Contains(r.Stderr, "hint: replace the link") {
+				t.Errorf("create: exit %d\n%s", r.Code, r.Stderr)
 			}
-			if r := c.run("ls", "--json", "--filter", "project="+c.project); strings.TrimSpace(r.stdout) != "[]" {
-				t.Errorf("a sandbox exists after the refusal: %s", r.stdout)
+			if r := c.Run("ls", "--json", "--filter", "project="+c.Project); strings.TrimSpace(r.Stdout) != "[]" {
+				t.Errorf("a sandbox exists after the refusal: %s", r.Stdout)
 			}
 		})
 	}

@@ -50,22 +50,22 @@ func TestCLIPsHugeMetaFiles(t *testing.T) {
 head -c 100M /dev/zero | tr '\0' x >/tmp/big
 mkdir -p -m 1777 /tmp/.sbx-proc
 for i in 1 2 3 4 5 6 7 8; do mkdir /tmp/.sbx-proc/big$i; ln /tmp/big /tmp/.sbx-proc/big$i/meta; done`
-	if r := c.run("exec", "-n", name, "--", "bash", "-c", plant); r.code != 0 {
-		t.Fatalf("planting: exit %d: %s", r.code, r.stderr)
+	if r := c.Run("exec", "-n", name, "--", "bash", "-c", plant); r.Code != 0 {
+		t.Fatalf("planting: exit %d: %s", r.Code, r.Stderr)
 	}
-	cmd := c.cmd("ps", "-n", name)
-	r := c.runIn(cmd)
-	base := c.cmd("version")
-	c.runIn(base)
+	cmd := c.Cmd("ps", "-n", name)
+	r := c.RunIn(cmd)
+	base := c.Cmd("version")
+	c.RunIn(base)
 	if rss, baseline := maxRSS(t, cmd), maxRSS(t, base); rss > baseline+64<<20 {
 		t.Errorf("sbx ps peaked at %d MiB, sbx version at %d MiB", rss>>20, baseline>>20)
 	}
-	if r.code != 0 {
-		t.Fatalf("sbx ps: exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("sbx ps: exit %d: %s", r.Code, r.Stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 9 || len(r.stdout) > 4<<10 {
-		t.Fatalf("sbx ps printed %d lines, %d bytes: %.500q", len(lines), len(r.stdout), r.stdout)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	if len(lines) != 9 || len(r.Stdout) > 4<<10 {
+		t.Fatalf("sbx ps printed %d lines, %d bytes: %.500q", len(lines), len(r.Stdout), r.Stdout)
 	}
 	for i, l := range lines[1:] {
 		f := strings.Split(l, "\t")
@@ -80,22 +80,22 @@ for i in 1 2 3 4 5 6 7 8; do mkdir /tmp/.sbx-proc/big$i; ln /tmp/big /tmp/.sbx-p
 func TestCLIPsEscapesCommands(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-psesc"
-	if r := c.run("exec", "-d", "-n", name, "--", "bash", "-c", "sleep 600", hostile); r.code != 0 {
-		t.Fatalf("exec -d: exit %d: %s", r.code, r.stderr)
+	if r := c.Run("exec", "-d", "-n", name, "--", "bash", "-c", "sleep 600", hostile); r.Code != 0 {
+		t.Fatalf("exec -d: exit %d: %s", r.Code, r.Stderr)
 	}
 	plant := `d=/tmp/.sbx-proc/$(printf '\033[2J\033]0;x\007') && mkdir "$d" && cp /tmp/.sbx-proc/*/meta "$d/"`
-	if r := c.run("exec", "-n", name, "--", "bash", "-c", plant); r.code != 0 {
-		t.Fatalf("planting: exit %d: %s", r.code, r.stderr)
+	if r := c.Run("exec", "-n", name, "--", "bash", "-c", plant); r.Code != 0 {
+		t.Fatalf("planting: exit %d: %s", r.Code, r.Stderr)
 	}
-	r := c.run("ps", "-n", name)
-	noControls(t, "sbx ps", r.stdout+r.stderr)
-	if r.code != 0 || !strings.Contains(r.stdout, "'"+escapedHostile+"'") || strings.Count(r.stdout, "\n") != 2 {
-		t.Errorf("sbx ps: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	r := c.Run("ps", "-n", name)
+	noControls(t, "sbx ps", r.Stdout+r.Stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "'"+escapedHostile+"'") || strings.Count(r.Stdout, "\n") != 2 {
+		t.Errorf("sbx ps: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	r = c.run("ps", "-n", name, "--json")
+	r = c.Run("ps", "-n", name, "--json")
 	var list []struct{ Command []string }
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !slices.Equal(list[0].Command, []string{"bash", "-c", "sleep 600", hostile}) {
-		t.Errorf("sbx ps --json: %v %q", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil || len(list) != 1 || !slices.Equal(list[0].Command, []string{"bash", "-c", "sleep 600", hostile}) {
+		t.Errorf("sbx ps --json: %v %q", err, r.Stdout)
 	}
 }
 
@@ -106,18 +106,18 @@ func TestCLIShListEscapesDirectories(t *testing.T) {
 	name := cliRun + "-shesc"
 	script := `d=/tmp/$(printf '\033]0;pwned\007\033[31mred') && mkdir "$d" && cd "$d" &&
 mkdir "/tmp/.sbx-sh/$(printf '\033[2J')" && cp /tmp/.sbx-sh/default/pid "/tmp/.sbx-sh/$(printf '\033[2J')/"`
-	if r := c.run("sh", "-n", name, "-c", script); r.code != 0 {
-		t.Fatalf("sbx sh: exit %d: %s", r.code, r.stderr)
+	if r := c.Run("sh", "-n", name, "-c", script); r.Code != 0 {
+		t.Fatalf("sbx sh: exit %d: %s", r.Code, r.Stderr)
 	}
-	r := c.run("sh", "-n", name, "--list")
-	noControls(t, "sbx sh --list", r.stdout+r.stderr)
-	if r.code != 0 || !strings.Contains(r.stdout, "/tmp/"+escapedHostile) || strings.Count(r.stdout, "\n") != 2 {
-		t.Errorf("sbx sh --list: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	r := c.Run("sh", "-n", name, "--list")
+	noControls(t, "sbx sh --list", r.Stdout+r.Stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "/tmp/"+escapedHostile) || strings.Count(r.Stdout, "\n") != 2 {
+		t.Errorf("sbx sh --list: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	r = c.run("sh", "-n", name, "--list", "--json")
+	r = c.Run("sh", "-n", name, "--list", "--json")
 	var list []struct{ Session, Cwd string }
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || list[0].Cwd != "/tmp/"+hostile {
-		t.Errorf("sbx sh --list --json: %v %q", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil || len(list) != 1 || list[0].Cwd != "/tmp/"+hostile {
+		t.Errorf("sbx sh --list --json: %v %q", err, r.Stdout)
 	}
 }
 
@@ -138,14 +138,14 @@ func TestCLIMCPAnswersBeforeEOF(t *testing.T) {
 		{handshake, []string{"1", "2"}},
 		{handshake + execCall, []string{"1", "2", `"three"`}},
 	} {
-		cmd := c.cmd("mcp", "-n", cliRun+"-mcpeof")
+		cmd := c.Cmd("mcp", "-n", cliRun+"-mcpeof")
 		cmd.Stdin = strings.NewReader(tt.input)
-		r := c.runIn(cmd)
-		if r.code != 0 {
-			t.Fatalf("sbx mcp: exit %d: %s", r.code, r.stderr)
+		r := c.RunIn(cmd)
+		if r.Code != 0 {
+			t.Fatalf("sbx mcp: exit %d: %s", r.Code, r.Stderr)
 		}
 		var ids []string
-		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 			var msg struct {
 				ID     json.RawMessage
 				Result *struct {
@@ -169,7 +169,7 @@ func TestCLIMCPAnswersBeforeEOF(t *testing.T) {
 			}
 		}
 		if !slices.Equal(ids, tt.ids) {
-			t.Errorf("answered %v, want %v:\n%s", ids, tt.ids, r.stdout)
+			t.Errorf("answered %v, want %v:\n%s", ids, tt.ids, r.Stdout)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
 func TestMain(m *testing.M) {
@@ -22,9 +24,7 @@ type cleanupAfter struct{ m *testing.M }
 
 func (c cleanupAfter) Run() int {
 	code := c.m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
+	clitest.RemoveBinary()
 	return code
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -25,16 +26,16 @@ import (
 func TestCLIShellSessions(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-sh"
-	c.write("src/.keep", "")
-	sh := func(args ...string) result {
+	c.Write("src/.keep", "")
+	sh := func(args ...string) clitest.Result {
 		t.Helper()
-		return c.run(append([]string{"sh", "-n", name}, args...)...)
+		return c.Run(append([]string{"sh", "-n", name}, args...)...)
 	}
-	if r := sh("-c", `cd src && export X=1; f() { echo "f$1"; }; alias hi='echo hello'`); r.code != 0 || r.stdout != "" {
-		t.Fatalf("first call: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := sh("-c", `cd src && export X=1; f() { echo "f$1"; }; alias hi='echo hello'`); r.Code != 0 || r.Stdout != "" {
+		t.Fatalf("first call: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := sh("-c", "pwd; echo $X; f 2; hi"); r.code != 0 || r.stdout != "/workspace/src\n1\nf2\nhello\n" || r.stderr != "" {
-		t.Errorf("state: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := sh("-c", "pwd; echo $X; f 2; hi"); r.Code != 0 || r.Stdout != "/workspace/src\n1\nf2\nhello\n" || r.Stderr != "" {
+		t.Errorf("state: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// Output the way a prompt-matching shell would get wrong, byte for byte.
@@ -52,21 +53,21 @@ func TestCLIShellSessions(t *testing.T) {
 		{`python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 4096)'`, all.String(), ""},
 	} {
 		r := sh("-c", tt.script)
-		if r.code != 0 || r.stdout != tt.stdout || r.stderr != tt.stderr {
-			t.Errorf("%s: exit %d stdout %d bytes %.60q stderr %q", tt.script, r.code, len(r.stdout), r.stdout, r.stderr)
+		if r.Code != 0 || r.Stdout != tt.stdout || r.Stderr != tt.stderr {
+			t.Errorf("%s: exit %d stdout %d bytes %.60q stderr %q", tt.script, r.Code, len(r.Stdout), r.Stdout, r.Stderr)
 		}
 	}
-	if r := sh("-c", "echo out; echo err >&2; return 3"); r.code != 3 || r.stdout != "out\n" || r.stderr != "err\n" {
-		t.Errorf("status: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := sh("-c", "echo out; echo err >&2; return 3"); r.Code != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
+		t.Errorf("status: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// A timeout interrupts the command and keeps the session.
 	r := sh("--timeout", "1s", "-c", "echo started; sleep 100")
-	if r.code != 124 || r.stdout != "started\n" || r.took > 10*time.Second || !strings.Contains(r.stderr, "the session keeps its state") {
-		t.Errorf("timeout: exit %d after %s, stdout %q stderr %q", r.code, r.took, r.stdout, r.stderr)
+	if r.Code != 124 || r.Stdout != "started\n" || r.Took > 10*time.Second || !strings.Contains(r.Stderr, "the session keeps its state") {
+		t.Errorf("timeout: exit %d after %s, stdout %q stderr %q", r.Code, r.Took, r.Stdout, r.Stderr)
 	}
-	if r := sh("-c", "echo $X $PWD"); r.stdout != "1 /workspace/src\n" || r.stderr != "" {
-		t.Errorf("after the timeout: %q %q", r.stdout, r.stderr)
+	if r := sh("-c", "echo $X $PWD"); r.Stdout != "1 /workspace/src\n" || r.Stderr != "" {
+		t.Errorf("after the timeout: %q %q", r.Stdout, r.Stderr)
 	}
 	if s := c.sleepers(name); s != "" {
 		t.Errorf("left running after the timeout:\n%s", s)
@@ -79,13 +80,13 @@ func TestCLIShellSessions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r := sh("-c", fmt.Sprintf("echo %s1 >>/tmp/order; sleep 0.7; echo %s2 >>/tmp/order", id, id)); r.code != 0 {
-				t.Errorf("call %s: exit %d %q", id, r.code, r.stderr)
+			if r := sh("-c", fmt.Sprintf("echo %s1 >>/tmp/order; sleep 0.7; echo %s2 >>/tmp/order", id, id)); r.Code != 0 {
+				t.Errorf("call %s: exit %d %q", id, r.Code, r.Stderr)
 			}
 		}()
 	}
 	wg.Wait()
-	order := strings.Fields(sh("-c", "cat /tmp/order").stdout)
+	order := strings.Fields(sh("-c", "cat /tmp/order").Stdout)
 	if len(order) != 6 {
 		t.Fatalf("order %v", order)
 	}
@@ -98,28 +99,28 @@ func TestCLIShellSessions(t *testing.T) {
 	// A shell killed from inside the call (as the OOM killer would) is replaced by the next
 	// call, which says so.
 	r = sh("-c", "kill -KILL $$")
-	if r.code != 137 || !strings.Contains(r.stderr, "exited (status 137); the next call starts a new one") {
-		t.Errorf("killed shell: exit %d stderr %q", r.code, r.stderr)
+	if r.Code != 137 || !strings.Contains(r.Stderr, "exited (status 137); the next call starts a new one") {
+		t.Errorf("killed shell: exit %d stderr %q", r.Code, r.Stderr)
 	}
 	r = sh("-c", `echo "${X:-unset} $PWD"`)
-	if r.code != 0 || r.stdout != "unset /workspace\n" || !strings.Contains(r.stderr, "had ended (exit status 137)") {
-		t.Errorf("after the kill: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || r.Stdout != "unset /workspace\n" || !strings.Contains(r.Stderr, "had ended (exit status 137)") {
+		t.Errorf("after the kill: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	sh("-c", "export Y=2")
-	if r = sh("--reset"); r.code != 0 || !strings.Contains(r.stderr, "started a new shell") {
-		t.Errorf("--reset: exit %d %q", r.code, r.stderr)
+	if r = sh("--reset"); r.Code != 0 || !strings.Contains(r.Stderr, "started a new shell") {
+		t.Errorf("--reset: exit %d %q", r.Code, r.Stderr)
 	}
-	if r = sh("-c", `echo "${Y:-unset}"`); r.stdout != "unset\n" {
-		t.Errorf("after --reset: %q", r.stdout)
+	if r = sh("-c", `echo "${Y:-unset}"`); r.Stdout != "unset\n" {
+		t.Errorf("after --reset: %q", r.Stdout)
 	}
 
 	sh("-s", "build", "-c", "cd /tmp")
 	r = sh("--list")
-	if r.code != 0 || !strings.Contains(r.stdout, "default\tidle\t/workspace\t") || !strings.Contains(r.stdout, "build\tidle\t/tmp\t") {
-		t.Errorf("--list: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "default\tidle\t/workspace\t") || !strings.Contains(r.Stdout, "build\tidle\t/tmp\t") {
+		t.Errorf("--list: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	var sessions []struct{ Session, State, Cwd string }
-	if err := json.Unmarshal([]byte(sh("--list", "--json").stdout), &sessions); err != nil || len(sessions) != 2 || sessions[1].Session != "default" {
+	if err := json.Unmarshal([]byte(sh("--list", "--json").Stdout), &sessions); err != nil || len(sessions) != 2 || sessions[1].Session != "default" {
 		t.Errorf("--list --json: %+v %v", sessions, err)
 	}
 }
@@ -128,7 +129,7 @@ func TestCLIShellSessions(t *testing.T) {
 func TestCLIMCPShell(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-mcpsh"
-	cs := c.mcpSession(c.project, "-n", name)
+	cs := c.mcpSession(c.Project, "-n", name)
 	type shellOut struct {
 		Stdout, Stderr, Notice string
 		ExitCode               int
@@ -146,8 +147,8 @@ func TestCLIMCPShell(t *testing.T) {
 	if res.IsError || !o.TimedOut {
 		t.Errorf("timeout: %+v %s", o, resultText(res))
 	}
-	if r := c.run("sh", "-n", name, "-c", "echo $X"); r.stdout != "1\n" {
-		t.Errorf("sbx sh does not see the session: %q %q", r.stdout, r.stderr)
+	if r := c.Run("sh", "-n", name, "-c", "echo $X"); r.Stdout != "1\n" {
+		t.Errorf("sbx sh does not see the session: %q %q", r.Stdout, r.Stderr)
 	}
 	res = mcpCall(t, cs, "shell", map[string]any{"command": "exit 4"}, &o)
 	if res.IsError || o.ExitCode != 4 || !strings.Contains(o.Notice, "exited (status 4)") {
@@ -163,13 +164,13 @@ func TestCLIMCPShell(t *testing.T) {
 func TestCLIPauseResume(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-pause"
-	r := c.run("exec", "-n", name, "-d", "--", "bash", "-c", "n=0; while :; do n=$((n+1)); echo $n >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done")
-	if r.code != 0 {
-		t.Fatalf("exec -d: %d %q", r.code, r.stderr)
+	r := c.Run("exec", "-n", name, "-d", "--", "bash", "-c", "n=0; while :; do n=$((n+1)); echo $n >/tmp/counter.new; mv /tmp/counter.new /tmp/counter; sleep 0.1; done")
+	if r.Code != 0 {
+		t.Fatalf("exec -d: %d %q", r.Code, r.Stderr)
 	}
 	// The counter is read from the host, through the sandbox's root as its init process sees
 	// it, so reading it never wakes a paused sandbox and needs no timing.
-	info, err := c.eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
+	info, err := c.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil || info.State == nil || info.State.Pid == 0 {
 		t.Fatalf("inspect: %v", err)
 	}
@@ -199,27 +200,27 @@ func TestCLIPauseResume(t *testing.T) {
 		}
 	}
 	waitPast(10)
-	if r := c.run("pause", name); r.code != 0 || r.stdout != name+"\n" {
-		t.Fatalf("pause: %d %q %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("pause", name); r.Code != 0 || r.Stdout != name+"\n" {
+		t.Fatalf("pause: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	before := counter()
 	var ls []struct{ Name, Status string }
-	if err := json.Unmarshal([]byte(c.run("ls", "--json", "--filter", "name="+name).stdout), &ls); err != nil || len(ls) != 1 || ls[0].Status != "paused" {
+	if err := json.Unmarshal([]byte(c.Run("ls", "--json", "--filter", "name="+name).Stdout), &ls); err != nil || len(ls) != 1 || ls[0].Status != "paused" {
 		t.Errorf("ls: %+v %v", ls, err)
 	}
-	if r := c.run("ls", "--filter", "name="+name); !strings.Contains(r.stdout, name+"\tpaused\t") {
-		t.Errorf("ls table: %q", r.stdout)
+	if r := c.Run("ls", "--filter", "name="+name); !strings.Contains(r.Stdout, name+"\tpaused\t") {
+		t.Errorf("ls table: %q", r.Stdout)
 	}
-	if r := c.run("stats", name, "--no-stream"); r.code != 0 || !strings.Contains(r.stdout, name+"\tpaused\t") {
-		t.Errorf("stats of a paused sandbox: %d %q %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("stats", name, "--no-stream"); r.Code != 0 || !strings.Contains(r.Stdout, name+"\tpaused\t") {
+		t.Errorf("stats of a paused sandbox: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	// Frozen, the counter does not move at all: a second is ten of its steps.
 	time.Sleep(time.Second)
 	if still := counter(); still != before {
 		t.Errorf("the counter moved while paused: %d then %d", before, still)
 	}
-	if r := c.run("resume", name); r.code != 0 || r.stdout != name+"\n" {
-		t.Fatalf("resume: %d %q %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("resume", name); r.Code != 0 || r.Stdout != name+"\n" {
+		t.Fatalf("resume: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	// Carrying on, it starts from where it was (restarted, it would begin again at 1) and
 	// goes on counting.
@@ -230,23 +231,23 @@ func TestCLIPauseResume(t *testing.T) {
 	waitPast(after)
 
 	// exec on a paused sandbox resumes it, and says so.
-	c.run("pause", name)
-	r = c.run("exec", "-n", name, "--", "cat", "/tmp/counter")
-	if n, _ := strconv.Atoi(strings.TrimSpace(r.stdout)); r.code != 0 || n < after || !strings.Contains(r.stderr, `sandbox "`+name+`" is paused; resuming it`) {
-		t.Errorf("exec on a paused sandbox: %d %q %q", r.code, r.stdout, r.stderr)
+	c.Run("pause", name)
+	r = c.Run("exec", "-n", name, "--", "cat", "/tmp/counter")
+	if n, _ := strconv.Atoi(strings.TrimSpace(r.Stdout)); r.Code != 0 || n < after || !strings.Contains(r.Stderr, `sandbox "`+name+`" is paused; resuming it`) {
+		t.Errorf("exec on a paused sandbox: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 	var ps []struct{ State string }
-	if err := json.Unmarshal([]byte(c.run("ps", "-n", name, "--json").stdout), &ps); err != nil || len(ps) != 1 || ps[0].State != "running" {
+	if err := json.Unmarshal([]byte(c.Run("ps", "-n", name, "--json").Stdout), &ps); err != nil || len(ps) != 1 || ps[0].State != "running" {
 		t.Errorf("the counter process: %+v %v", ps, err)
 	}
 
 	// prune treats a paused sandbox like any other.
-	c.run("pause", name)
-	if r := c.run("prune", "--dry-run", "--all", "--filter", "name="+name); !strings.Contains(r.stdout, "would remove "+name+" (--all)") {
-		t.Errorf("prune --dry-run: %q %q", r.stdout, r.stderr)
+	c.Run("pause", name)
+	if r := c.Run("prune", "--dry-run", "--all", "--filter", "name="+name); !strings.Contains(r.Stdout, "would remove "+name+" (--all)") {
+		t.Errorf("prune --dry-run: %q %q", r.Stdout, r.Stderr)
 	}
-	if r := c.run("resume", name+"-none"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
-		t.Errorf("resume of a missing sandbox: %d %q", r.code, r.stderr)
+	if r := c.Run("resume", name+"-none"); r.Code != 1 || !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("resume of a missing sandbox: %d %q", r.Code, r.Stderr)
 	}
 }
 
@@ -254,8 +255,8 @@ func TestCLIPauseResume(t *testing.T) {
 // three of them, and every command succeeds.
 func TestCLIMaxRunningRace(t *testing.T) {
 	c := newCLI(t)
-	c.write(".sbx.yaml", "maxRunning: 3\n")
-	c.trust()
+	c.Write(".sbx.yaml", "maxRunning: 3\n")
+	c.Trust()
 	prefix := cliRun + "-cap"
 	ctx, stop := context.WithCancel(context.Background())
 	peak := make(chan int)
@@ -263,20 +264,20 @@ func TestCLIMaxRunningRace(t *testing.T) {
 		most := 0
 		args := filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+cliRun), filters.Arg("name", prefix), filters.Arg("status", "running"))
 		for ctx.Err() == nil {
-			if list, err := c.eng.ContainerList(ctx, container.ListOptions{Filters: args}); err == nil {
+			if list, err := c.Eng.ContainerList(ctx, container.ListOptions{Filters: args}); err == nil {
 				most = max(most, len(list))
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 		peak <- most
 	}()
-	results := make([]result, 10)
+	results := make([]clitest.Result, 10)
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = c.run("exec", "-n", fmt.Sprintf("%s%d", prefix, i), "--", "sh", "-c", fmt.Sprintf("sleep 1; echo ok %d", i))
+			results[i] = c.Run("exec", "-n", fmt.Sprintf("%s%d", prefix, i), "--", "sh", "-c", fmt.Sprintf("sleep 1; echo ok %d", i))
 		}()
 	}
 	wg.Wait()
@@ -284,10 +285,10 @@ func TestCLIMaxRunningRace(t *testing.T) {
 	most := <-peak
 	evicted := 0
 	for i, r := range results {
-		if r.code != 0 || r.stdout != fmt.Sprintf("ok %d\n", i) {
-			t.Errorf("exec %d: exit %d stdout %q stderr %q", i, r.code, r.stdout, r.stderr)
+		if r.Code != 0 || r.Stdout != fmt.Sprintf("ok %d\n", i) {
+			t.Errorf("exec %d: exit %d stdout %q stderr %q", i, r.Code, r.Stdout, r.Stderr)
 		}
-		evicted += strings.Count(r.stderr, "maxRunning 3: paused sandbox")
+		evicted += strings.Count(r.Stderr, "maxRunning 3: paused sandbox")
 	}
 	if most > 3 || most == 0 {
 		t.Errorf("up to %d sandboxes ran at once, want at most 3", most)
@@ -295,7 +296,7 @@ func TestCLIMaxRunningRace(t *testing.T) {
 	if evicted < 7 {
 		t.Errorf("%d evictions announced, want at least 7", evicted)
 	}
-	list, err := c.eng.ContainerList(context.Background(), container.ListOptions{All: true,
+	list, err := c.Eng.ContainerList(context.Background(), container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+cliRun), filters.Arg("name", prefix))})
 	if err != nil {
 		t.Fatal(err)
@@ -312,12 +313,12 @@ func TestCLIMaxRunningRace(t *testing.T) {
 // stats reports the memory limit the sandbox was configured with.
 func TestCLIStatsMemoryLimit(t *testing.T) {
 	c := newCLI(t)
-	c.write(".sbx.yaml", "memory: 512m\n")
+	c.Write(".sbx.yaml", "memory: 512m\n")
 	name := cliRun + "-stats"
-	if r := c.run("create", "-n", name); r.code != 0 {
-		t.Fatalf("create: %s", r.stderr)
+	if r := c.Run("create", "-n", name); r.Code != 0 {
+		t.Fatalf("create: %s", r.Stderr)
 	}
-	r := c.run("stats", name, "--no-stream", "--json")
+	r := c.Run("stats", name, "--no-stream", "--json")
 	var stats []struct {
 		Name        string  `json:"name"`
 		MemoryLimit int64   `json:"memoryLimitBytes"`
@@ -326,14 +327,14 @@ func TestCLIStatsMemoryLimit(t *testing.T) {
 		PIDsLimit   int     `json:"pidsLimit"`
 		CPUPercent  float64 `json:"cpuPercent"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &stats); err != nil || r.code != 0 || len(stats) != 1 {
-		t.Fatalf("stats --json: %d %v %q %q", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &stats); err != nil || r.Code != 0 || len(stats) != 1 {
+		t.Fatalf("stats --json: %d %v %q %q", r.Code, err, r.Stdout, r.Stderr)
 	}
 	s := stats[0]
 	if s.Name != name || s.MemoryLimit != 512<<20 || s.MemoryUsage <= 0 || s.PIDs < 1 || s.PIDsLimit != 256 || s.CPUPercent < 0 {
 		t.Errorf("stats %+v", s)
 	}
-	if r := c.run("stats", name); r.code != 0 || !strings.HasPrefix(r.stdout, "NAME\tSTATUS\tCPU %") || !strings.Contains(r.stdout, " / 512MiB\t") {
-		t.Errorf("piped stats: %d %q %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("stats", name); r.Code != 0 || !strings.HasPrefix(r.Stdout, "NAME\tSTATUS\tCPU %") || !strings.Contains(r.Stdout, " / 512MiB\t") {
+		t.Errorf("piped stats: %d %q %q", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
 // A command may kill any process of the sandbox user, its watchdog included; these tests
@@ -65,12 +67,12 @@ func bound(timeout time.Duration) time.Duration { return timeout + 5*time.Second
 
 // runWithin is c.run, but kills sbx after limit (exit code -1): a deadline that only fails a
 // test whose sbx would otherwise wait on.
-func (c *cli) runWithin(limit time.Duration, args ...string) result {
-	c.t.Helper()
-	cmd := c.cmd(args...)
+func (c *cli) runWithin(limit time.Duration, args ...string) clitest.Result {
+	c.T.Helper()
+	cmd := c.Cmd(args...)
 	kill := time.AfterFunc(limit, func() { _ = cmd.Process.Kill() })
 	defer kill.Stop()
-	return c.runIn(cmd)
+	return c.RunIn(cmd)
 }
 
 // checkPath fails the test when the output's "ppid N" line says the command did not come the
@@ -84,13 +86,13 @@ func checkPath(t *testing.T, via, stdout string) {
 
 // runKillAround runs killAround with mode in a new sandbox name, with a 2 s timeout, the
 // way via names, and checks that it came that way.
-func runKillAround(t *testing.T, c *cli, name string, via []string, viaName, mode string) result {
+func runKillAround(t *testing.T, c *cli, name string, via []string, viaName, mode string) clitest.Result {
 	t.Helper()
-	if r := c.run("create", "-n", name); r.code != 0 {
-		t.Fatalf("create: %s", r.stderr)
+	if r := c.Run("create", "-n", name); r.Code != 0 {
+		t.Fatalf("create: %s", r.Stderr)
 	}
 	r := c.runWithin(time.Minute, append(append([]string{"exec", "-n", name, "--timeout", "2s"}, via...), "--", "bash", "-c", killAround, "sbx-test", mode)...)
-	checkPath(t, viaName, r.stdout)
+	checkPath(t, viaName, r.Stdout)
 	return r
 }
 
@@ -102,11 +104,11 @@ func TestCLITimeoutSurvivesKilledWatchdog(t *testing.T) {
 		t.Run(via.name, func(t *testing.T) {
 			name := cliRun + "-kw-" + via.name
 			r := runKillAround(t, c, name, via.args, via.name, "agent")
-			if !strings.Contains(r.stdout, "killed watchdog\n") || !strings.Contains(r.stdout, "ready\n") {
-				t.Fatalf("the command did not kill its watchdog: stdout %q stderr %q", r.stdout, r.stderr)
+			if !strings.Contains(r.Stdout, "killed watchdog\n") || !strings.Contains(r.Stdout, "ready\n") {
+				t.Fatalf("the command did not kill its watchdog: stdout %q stderr %q", r.Stdout, r.Stderr)
 			}
-			if r.code != 124 || r.took > bound(2*time.Second) || !strings.Contains(r.stderr, "timed out after 2s") {
-				t.Errorf("want exit 124 within %s: exit %d after %s, stderr %q", bound(2*time.Second), r.code, r.took, r.stderr)
+			if r.Code != 124 || r.Took > bound(2*time.Second) || !strings.Contains(r.Stderr, "timed out after 2s") {
+				t.Errorf("want exit 124 within %s: exit %d after %s, stderr %q", bound(2*time.Second), r.Code, r.Took, r.Stderr)
 			}
 			if s := c.sleepers(name); s != "" {
 				t.Errorf("left running after the timeout:\n%s", s)
@@ -122,14 +124,14 @@ func TestCLIKilledAgentStopsSandbox(t *testing.T) {
 		t.Run(via.name, func(t *testing.T) {
 			name := cliRun + "-ka-" + via.name
 			r := runKillAround(t, c, name, via.args, via.name, "all")
-			if !strings.Contains(r.stdout, "killing the main process") {
-				t.Fatalf("the command did not kill the agent: stdout %q stderr %q", r.stdout, r.stderr)
+			if !strings.Contains(r.Stdout, "killing the main process") {
+				t.Fatalf("the command did not kill the agent: stdout %q stderr %q", r.Stdout, r.Stderr)
 			}
-			if r.code != 125 || r.took > bound(2*time.Second) || !strings.Contains(r.stderr, "stopped while the command ran") {
-				t.Errorf("want exit 125 saying the sandbox stopped, within %s: exit %d after %s, stderr %q", bound(2*time.Second), r.code, r.took, r.stderr)
+			if r.Code != 125 || r.Took > bound(2*time.Second) || !strings.Contains(r.Stderr, "stopped while the command ran") {
+				t.Errorf("want exit 125 saying the sandbox stopped, within %s: exit %d after %s, stderr %q", bound(2*time.Second), r.Code, r.Took, r.Stderr)
 			}
 			// Its main process ended by the KILL: init passes on 128+9.
-			if ctrs := c.containers(name); len(ctrs) != 1 || !strings.HasPrefix(ctrs[0].Status, "Exited (137)") {
+			if ctrs := c.Containers(name); len(ctrs) != 1 || !strings.HasPrefix(ctrs[0].Status, "Exited (137)") {
 				t.Errorf("the sandbox after the command: %+v", ctrs)
 			}
 		})
@@ -143,11 +145,11 @@ func TestCLIStoppedAgentIsBackstopped(t *testing.T) {
 	name := cliRun + "-stop-agent"
 	script := "kill -STOP $PPID; " + killWatchdog
 	r := c.runWithin(time.Minute, "exec", "-n", name, "--timeout", "2s", "--", "bash", "-c", script, "sbx-test", "1005")
-	if limit := bound(2*time.Second) + 2*time.Second; r.code != 124 || r.took > limit || !strings.Contains(r.stderr, "timed out after 2s") {
-		t.Errorf("want exit 124 within %s: exit %d after %s, stdout %q stderr %q", limit, r.code, r.took, r.stdout, r.stderr)
+	if limit := bound(2*time.Second) + 2*time.Second; r.Code != 124 || r.Took > limit || !strings.Contains(r.Stderr, "timed out after 2s") {
+		t.Errorf("want exit 124 within %s: exit %d after %s, stdout %q stderr %q", limit, r.Code, r.Took, r.Stdout, r.Stderr)
 	}
-	if r := c.run("exec", "-n", name, "--", "sh", "-c", "echo ppid $PPID"); r.code != 0 || r.stdout == "ppid 0\n" || !strings.HasPrefix(r.stdout, "ppid ") {
-		t.Errorf("the next command, which the agent should run: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	if r := c.Run("exec", "-n", name, "--", "sh", "-c", "echo ppid $PPID"); r.Code != 0 || r.Stdout == "ppid 0\n" || !strings.HasPrefix(r.Stdout, "ppid ") {
+		t.Errorf("the next command, which the agent should run: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	if s := c.sleepers(name); s != "" {
 		t.Errorf("left running after the timeout:\n%s", s)
@@ -201,12 +203,12 @@ func TestCLITimeoutSparesOtherExecs(t *testing.T) {
 	for _, via := range viaPaths {
 		t.Run(via.name, func(t *testing.T) {
 			name := cliRun + "-sp-" + via.name
-			bg := c.run(append(append([]string{"exec", "-n", name, "-d"}, via.args...), "--", "sleep", "1001")...)
-			id := strings.TrimSpace(bg.stdout)
-			if bg.code != 0 || id == "" {
-				t.Fatalf("exec -d: exit %d %q", bg.code, bg.stderr)
+			bg := c.Run(append(append([]string{"exec", "-n", name, "-d"}, via.args...), "--", "sleep", "1001")...)
+			id := strings.TrimSpace(bg.Stdout)
+			if bg.Code != 0 || id == "" {
+				t.Fatalf("exec -d: exit %d %q", bg.Code, bg.Stderr)
 			}
-			other := c.cmd(append(append([]string{"exec", "-n", name}, via.args...), "--", "sh", "-c", "echo ready; exec sleep 1002")...)
+			other := c.Cmd(append(append([]string{"exec", "-n", name}, via.args...), "--", "sh", "-c", "echo ready; exec sleep 1002")...)
 			startReady(t, other)
 			otherDone := make(chan error, 1)
 			go func() { otherDone <- other.Wait() }()
@@ -216,15 +218,15 @@ func TestCLITimeoutSparesOtherExecs(t *testing.T) {
 			}()
 
 			r := c.runWithin(time.Minute, append(append([]string{"exec", "-n", name, "--timeout", "2s"}, via.args...), "--", "bash", "-c", killWatchdog, "sbx-test", "1003")...)
-			if r.code != 124 || !strings.Contains(r.stdout, "killed watchdog\n") {
-				t.Fatalf("want the command to kill its watchdog and time out: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+			if r.Code != 124 || !strings.Contains(r.Stdout, "killed watchdog\n") {
+				t.Fatalf("want the command to kill its watchdog and time out: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 			}
 			s := c.sleepers(name)
 			if strings.Contains(s, "sleep 1003") || !strings.Contains(s, "sleep 1001") || !strings.Contains(s, "sleep 1002") {
 				t.Errorf("want sleep 1001 and 1002 running, 1003 ended:\n%s", s)
 			}
 			var ps []struct{ ID, State string }
-			if err := json.Unmarshal([]byte(c.run("ps", "-n", name, "--json").stdout), &ps); err != nil || len(ps) != 1 || ps[0].ID != id || ps[0].State != "running" {
+			if err := json.Unmarshal([]byte(c.Run("ps", "-n", name, "--json").Stdout), &ps); err != nil || len(ps) != 1 || ps[0].ID != id || ps[0].State != "running" {
 				t.Errorf("the background process after the timeout: %+v %v", ps, err)
 			}
 			select {
@@ -249,7 +251,7 @@ func TestCLIKilledSbxEndsCommand(t *testing.T) {
 			if interactive {
 				args = append(args, "-i")
 			}
-			cmd := c.cmd(append(args, "--", "bash", "-c", killWatchdog, "sbx-test", "1004")...)
+			cmd := c.Cmd(append(args, "--", "bash", "-c", killWatchdog, "sbx-test", "1004")...)
 			if interactive {
 				w, err := cmd.StdinPipe() // kept open: sbx, not its input, goes away
 				if err != nil {
@@ -277,7 +279,7 @@ func TestCLIKilledSbxEndsCommand(t *testing.T) {
 func TestCLIMCPTimeoutSurvivesKilledWatchdog(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-mcpkw"
-	cs := c.mcpSession(c.project, "-n", name)
+	cs := c.mcpSession(c.Project, "-n", name)
 	var eo struct {
 		Stdout   string
 		ExitCode int

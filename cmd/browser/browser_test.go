@@ -9,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -24,11 +22,10 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/config"
-	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -37,81 +34,31 @@ import (
 const allowBrowser = "tools: {allow: [exec, read, write, browser], deny: []}\n"
 
 func TestNewCmdBrowserFlags(t *testing.T) {
-	tests := []struct {
-		args    []string
-		want    BrowserOptions
-		wantErr string
-	}{
-		{args: nil, want: BrowserOptions{}},
-		{args: []string{"-n", "web", "--headless", "--json"}, want: BrowserOptions{Name: "web", Headless: true, JSON: true}},
-		{args: []string{"-n", "Bad Name"}, wantErr: "invalid sandbox name"},
-		{args: []string{"extra"}, wantErr: "unknown command"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
-			f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-			var got *BrowserOptions
-			cmd := NewCmdBrowser(f, func(_ context.Context, o *BrowserOptions) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(io.Discard)
-			cmd.SilenceUsage, cmd.SilenceErrors = true, true
-			err := cmd.Execute()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Name != tt.want.Name || got.Headless != tt.want.Headless || got.JSON != tt.want.JSON {
-				t.Errorf("%+v, want %+v", got, tt.want)
-			}
-		})
-	}
+	cmdtest.Flags(t, NewCmdBrowser, []cmdtest.FlagCase[BrowserOptions]{
+		{Args: nil, Check: func(o *BrowserOptions) bool { return o.Name == "" && !o.Headless && !o.JSON }},
+		{Args: []string{"-n", "web", "--headless", "--json"}, Check: func(o *BrowserOptions) bool { return o.Name == "web" && o.Headless && o.JSON }},
+		{Args: []string{"-n", "Bad Name"}, WantErr: "invalid sandbox name"},
+		{Args: []string{"extra"}, WantErr: "unknown command"},
+	})
 }
 
-// env is a project with an optional .sbx.yaml and a factory whose engine is eng; a nil eng
-// fails the test when dialled.
-type env struct {
-	f        *cmdutil.Factory
-	out, err *bytes.Buffer
-	project  string
-}
+// env is a project with an optional .sbx.yaml, trusted (the browser tool and its network are
+// the user's choice here), and a factory whose engine is fake; a nil fake fails the test
+// when dialled.
+type env struct{ *cmdtest.Env }
 
-func newEnv(t *testing.T, projectFile string, eng engine.Engine) *env {
+func newEnv(t *testing.T, projectFile string, fake *enginetest.FakeEngine) env {
 	t.Helper()
-	project := filepath.Join(t.TempDir(), "app")
-	if err := os.Mkdir(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	e := env{cmdtest.NewEnv(t, fake)}
+	e.F.Global.ProjectDir = e.Project
 	if projectFile != "" {
-		if err := os.WriteFile(filepath.Join(project, ".sbx.yaml"), []byte(projectFile), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		e.WriteProject(t, projectFile, true)
 	}
-	ios, _, out, errOut := iostreams.Test()
-	f := cmdutil.TestFactory(ios, map[string]string{}, t.TempDir(), project, time.Now(), eng)
-	f.Global.ProjectDir = project
-	if projectFile != "" {
-		// The browser tool and its network are the user's choice here.
-		if err := cmdutil.TrustFile(f, filepath.Join(project, ".sbx.yaml")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if eng == nil {
-		f.Engine = func(context.Context) (engine.Engine, error) {
-			t.Error("the engine was dialled")
-			return nil, errors.New("no engine")
-		}
-	}
-	return &env{f: f, out: out, err: errOut, project: project}
+	return e
 }
 
-func (e *env) run(opts BrowserOptions) error {
-	opts.IO, opts.Factory = e.f.IOStreams, e.f
+func (e env) run(opts BrowserOptions) error {
+	opts.IO, opts.Factory = e.IO, e.F
 	return browserRun(context.Background(), &opts)
 }
 
@@ -130,7 +77,7 @@ func TestBrowserRunDeniedByDefault(t *testing.T) {
 func TestBrowserRunNeedsPublishableNetwork(t *testing.T) {
 	e := newEnv(t, allowBrowser+"network: none\n", nil)
 	err := e.run(BrowserOptions{Headless: true})
-	if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "project:"+filepath.Join(e.project, ".sbx.yaml")) {
+	if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "project:"+filepath.Join(e.Project, ".sbx.yaml")) {
 		t.Fatalf("err = %v, hint %q", err, errs.Hint(err))
 	}
 }
@@ -200,11 +147,11 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 
 func TestBrowserRun(t *testing.T) {
 	fb := newFakeBrowser(t)
-	e := newEnv(t, allowBrowser, fb)
+	e := newEnv(t, allowBrowser, fb.FakeEngine)
 	if err := e.run(BrowserOptions{}); err != nil {
-		t.Fatalf("%v\n%s", err, e.err)
+		t.Fatalf("%v\n%s", err, e.Err)
 	}
-	def := config.DefaultName(e.project)
+	def := config.DefaultName(e.Project)
 	if fb.name != sandbox.ContainerName(def+"-browser") {
 		t.Errorf("container %q, want the project's name with -browser", fb.name)
 	}
@@ -220,13 +167,13 @@ func TestBrowserRun(t *testing.T) {
 	if len(password) != 8 {
 		t.Fatalf("password %q in %v", password, fb.cfg.Env)
 	}
-	lines := strings.Split(strings.TrimSpace(e.out.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(e.Out.String()), "\n")
 	want := []string{"ENDPOINT\tURL\tPASSWORD", "cdp\tws://127.0.0.1:", "novnc\thttp://127.0.0.1:40080/vnc.html\t" + password}
 	if len(lines) != 3 || lines[0] != want[0] || !strings.HasPrefix(lines[1], want[1]) || !strings.HasSuffix(lines[1], "/devtools/browser/77aa\t-") || lines[2] != want[2] {
-		t.Errorf("stdout:\n%s", e.out)
+		t.Errorf("stdout:\n%s", e.Out)
 	}
-	if strings.Contains(e.err.String(), password) || !strings.Contains(e.err.String(), "sbx rm -f "+def+"-browser") {
-		t.Errorf("stderr:\n%s", e.err)
+	if strings.Contains(e.Err.String(), password) || !strings.Contains(e.Err.String(), "sbx rm -f "+def+"-browser") {
+		t.Errorf("stderr:\n%s", e.Err)
 	}
 	if strings.Contains(fb.cfg.Labels[sandbox.LabelConfig], password) {
 		t.Error("the password is in the config label")
@@ -235,20 +182,20 @@ func TestBrowserRun(t *testing.T) {
 
 func TestBrowserRunHeadlessJSON(t *testing.T) {
 	fb := newFakeBrowser(t)
-	e := newEnv(t, allowBrowser, fb)
+	e := newEnv(t, allowBrowser, fb.FakeEngine)
 	if err := e.run(BrowserOptions{Name: "shot", Headless: true, JSON: true}); err != nil {
-		t.Fatalf("%v\n%s", err, e.err)
+		t.Fatalf("%v\n%s", err, e.Err)
 	}
 	var res Result
-	if err := json.Unmarshal(e.out.Bytes(), &res); err != nil {
-		t.Fatalf("%v: %s", err, e.out)
+	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, e.Out)
 	}
 	if res.Name != "shot" || res.Container != "sbx-shot" || res.ID != "b1" || !res.Headless || res.Browser != "Chrome/120.0.6099.224" ||
 		!strings.HasPrefix(res.Endpoints.CDP.URL, "ws://127.0.0.1:") || res.Endpoints.NoVNC != nil {
 		t.Errorf("%+v", res)
 	}
-	if strings.Contains(e.out.String(), "password") {
-		t.Errorf("headless output has a password field: %s", e.out)
+	if strings.Contains(e.Out.String(), "password") {
+		t.Errorf("headless output has a password field: %s", e.Out)
 	}
 	if !slices.Contains(fb.cfg.Env, "SBX_BROWSER_HEADLESS=1") || len(fb.host.PortBindings) != 1 {
 		t.Errorf("env %v bindings %v", fb.cfg.Env, fb.host.PortBindings)
@@ -258,13 +205,13 @@ func TestBrowserRunHeadlessJSON(t *testing.T) {
 func TestBrowserRunStartFailure(t *testing.T) {
 	fb := newFakeBrowser(t)
 	fb.state = container.State{Status: "exited", ExitCode: 1}
-	e := newEnv(t, allowBrowser, fb)
+	e := newEnv(t, allowBrowser, fb.FakeEngine)
 	err := e.run(BrowserOptions{Name: "shot", Headless: true})
 	if err == nil || !strings.Contains(err.Error(), `browser sandbox "shot" did not start`) || !fb.removed {
 		t.Fatalf("err = %v, removed %v", err, fb.removed)
 	}
-	if !strings.Contains(e.err.String(), "  sbx-browser: chromium exited with status 1") || e.out.Len() != 0 {
-		t.Errorf("stdout %q stderr %q", e.out, e.err)
+	if !strings.Contains(e.Err.String(), "  sbx-browser: chromium exited with status 1") || e.Out.Len() != 0 {
+		t.Errorf("stdout %q stderr %q", e.Out, e.Err)
 	}
 }
 

@@ -3,6 +3,7 @@ package cp
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,92 +18,39 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
-	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func TestNewCmdCpFlags(t *testing.T) {
-	tests := []struct {
-		args    []string
-		wantErr string
-		check   func(*testing.T, *CpOptions)
-	}{
-		{args: []string{"a.txt", "web:/tmp/"}, check: func(t *testing.T, o *CpOptions) {
-			if !o.Args.Into() || o.Args.Dst.Sandbox != "web" || o.Args.Dst.Path != "/tmp" || !o.Args.Dst.TrailingSlash ||
-				o.MaxBytes != archive.DefaultMaxBytes || o.MaxEntries != archive.DefaultMaxEntries || o.MaxDepth != archive.DefaultMaxDepth {
-				t.Errorf("%+v", o)
-			}
+	// Errors of sbx's own checks are usage errors; cobra's ("accepts 2 arg") become one in Main.
+	cmdtest.Flags(t, NewCmdCp, []cmdtest.FlagCase[CpOptions]{
+		{Args: []string{"a.txt", "web:/tmp/"}, Check: func(o *CpOptions) bool {
+			return o.Args.Into() && o.Args.Dst.Sandbox == "web" && o.Args.Dst.Path == "/tmp" && o.Args.Dst.TrailingSlash &&
+				o.MaxBytes == archive.DefaultMaxBytes && o.MaxEntries == archive.DefaultMaxEntries && o.MaxDepth == archive.DefaultMaxDepth
 		}},
-		{args: []string{"-a", "-L", "--json", "dir/.", ":src"}, check: func(t *testing.T, o *CpOptions) {
-			if !o.Archive || !o.FollowLink || !o.JSON || !o.Args.Src.Contents || !o.Args.Dst.Default || o.Args.Dst.Path != "/workspace/src" {
-				t.Errorf("%+v", o)
-			}
+		{Args: []string{"-a", "-L", "--json", "dir/.", ":src"}, Check: func(o *CpOptions) bool {
+			return o.Archive && o.FollowLink && o.JSON && o.Args.Src.Contents && o.Args.Dst.Default && o.Args.Dst.Path == "/workspace/src"
 		}},
-		{args: []string{"--max-bytes", "2g", "--max-entries", "5", "--max-depth=3", ":out", "."}, check: func(t *testing.T, o *CpOptions) {
-			if o.Args.Into() || o.MaxBytes != 2<<30 || o.MaxEntries != 5 || o.MaxDepth != 3 {
-				t.Errorf("%+v", o)
-			}
+		{Args: []string{"--max-bytes", "2g", "--max-entries", "5", "--max-depth=3", ":out", "."}, Check: func(o *CpOptions) bool {
+			return !o.Args.Into() && o.MaxBytes == 2<<30 && o.MaxEntries == 5 && o.MaxDepth == 3
 		}},
-		{args: []string{":out", "-"}, check: func(t *testing.T, o *CpOptions) {
-			if !o.Args.Dst.Stream {
-				t.Errorf("%+v", o)
-			}
-		}},
-		{args: []string{"a"}, wantErr: "accepts 2 arg"},
-		{args: []string{"a", "b"}, wantErr: "one of SRC and DST must be a sandbox path"},
-		{args: []string{"x:/a", "y:/b"}, wantErr: "cannot copy from one sandbox to another"},
-		{args: []string{"a", "Web:/tmp"}, wantErr: "invalid sandbox name"},
-		{args: []string{"--max-bytes", "1g", "a", ":/tmp"}, wantErr: "--max-bytes caps copies out"},
-		{args: []string{"-a", ":/tmp/x", "x"}, wantErr: "-a/--archive keeps owners on copies into"},
-		{args: []string{"--json", ":/tmp/x", "-"}, wantErr: "--json cannot share stdout"},
-		{args: []string{"--max-bytes", "lots", ":/tmp/x", "x"}, wantErr: "bad --max-bytes"},
-		{args: []string{"--max-depth", "0", ":/tmp/x", "x"}, wantErr: "must be positive"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			ios, _, _, _ := iostreams.Test()
-			f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-			var got *CpOptions
-			cmd := NewCmdCp(f, func(_ context.Context, o *CpOptions) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(os.Stderr)
-			cmd.SilenceUsage, cmd.SilenceErrors = true, true
-			err := cmd.Execute()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				if strings.Contains(tt.wantErr, "arg") {
-					return // cobra's own error; Main makes it a usage error
-				}
-				if errs.ExitCode(err) != errs.CodeUsage {
-					t.Errorf("exit %d, want %d", errs.ExitCode(err), errs.CodeUsage)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, got)
-		})
-	}
-}
-
-// noEngine is a factory whose engine fails the test when dialled: these checks must come first.
-func noEngine(t *testing.T, project string, env map[string]string) (*cmdutil.Factory, *iostreams.IOStreams) {
-	t.Helper()
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, env, t.TempDir(), project, time.Now(), nil)
-	f.Engine = func(context.Context) (engine.Engine, error) {
-		t.Error("the engine was dialled")
-		return nil, errors.New("no engine")
-	}
-	return f, ios
+		{Args: []string{":out", "-"}, Check: func(o *CpOptions) bool { return o.Args.Dst.Stream }},
+		{Args: []string{"a"}, WantErr: "accepts 2 arg"},
+		{Args: []string{"a", "b"}, WantErr: "one of SRC and DST must be a sandbox path", Code: errs.CodeUsage},
+		{Args: []string{"x:/a", "y:/b"}, WantErr: "cannot copy from one sandbox to another", Code: errs.CodeUsage},
+		{Args: []string{"a", "Web:/tmp"}, WantErr: "invalid sandbox name", Code: errs.CodeUsage},
+		{Args: []string{"--max-bytes", "1g", "a", ":/tmp"}, WantErr: "--max-bytes caps copies out", Code: errs.CodeUsage},
+		{Args: []string{"-a", ":/tmp/x", "x"}, WantErr: "-a/--archive keeps owners on copies into", Code: errs.CodeUsage},
+		{Args: []string{"--json", ":/tmp/x", "-"}, WantErr: "--json cannot share stdout", Code: errs.CodeUsage},
+		{Args: []string{"--max-bytes", "lots", ":/tmp/x", "x"}, WantErr: "bad --max-bytes", Code: errs.CodeUsage},
+		{Args: []string{"--max-depth", "0", ":/tmp/x", "x"}, WantErr: "must be positive", Code: errs.CodeUsage},
+	})
 }
 
 func parse(t *testing.T, src, dst string) archive.CopyArgs {
@@ -115,13 +63,6 @@ func parse(t *testing.T, src, dst string) archive.CopyArgs {
 }
 
 func TestCpRunRefusesBeforeDialling(t *testing.T) {
-	project := t.TempDir()
-	if err := os.WriteFile(filepath.Join(project, config.ProjectFileName), []byte("tools:\n  deny: [write]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(project, "f"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct {
 		name     string
 		src, dst string
@@ -136,9 +77,15 @@ func TestCpRunRefusesBeforeDialling(t *testing.T) {
 		{name: "tar to a terminal", src: ":/tmp/x", dst: "-", tty: true, want: "stdout, which is a terminal", wantCode: errs.CodeUsage},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			f, ios := noEngine(t, project, tt.env)
-			ios.SetTTY(tt.tty)
-			err := cpRun(context.Background(), &CpOptions{IO: ios, Factory: f, Args: parse(t, tt.src, tt.dst)})
+			// No engine: these checks must come first.
+			e := cmdtest.NewEnv(t, nil)
+			e.WriteProject(t, "tools:\n  deny: [write]\n", false)
+			if err := os.WriteFile(filepath.Join(e.Project, "f"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(e.Vars, tt.env)
+			e.IO.SetTTY(tt.tty)
+			err := cpRun(context.Background(), &CpOptions{IO: e.IO, Factory: e.F, Args: parse(t, tt.src, tt.dst)})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
 			}

@@ -2,16 +2,22 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func testFactory(env map[string]string) *cmdutil.Factory {
@@ -22,56 +28,23 @@ func testFactory(env map[string]string) *cmdutil.Factory {
 }
 
 func TestNewCmdExecFlags(t *testing.T) {
-	tests := []struct {
-		args    []string
-		wantErr string
-		check   func(*testing.T, *ExecOptions)
-	}{
-		{args: []string{"--", "python3", "-c", "print(1)"}, check: func(t *testing.T, o *ExecOptions) {
-			if strings.Join(o.Command, " ") != "python3 -c print(1)" || o.TimeoutSet {
-				t.Errorf("%+v", o)
-			}
+	cmdtest.Flags(t, NewCmdExec, []cmdtest.FlagCase[ExecOptions]{
+		{Args: []string{"--", "python3", "-c", "print(1)"}, Check: func(o *ExecOptions) bool {
+			return strings.Join(o.Command, " ") == "python3 -c print(1)" && !o.TimeoutSet
 		}},
-		{args: []string{"-n", "web", "-it", "-w", "src", "-e", "A=1", "-e", "B", "-u", "0", "--timeout", "2s", "--", "bash"}, check: func(t *testing.T, o *ExecOptions) {
-			if o.Name != "web" || !o.Interactive || !o.TTY || o.WorkDir != "src" || len(o.Env) != 2 || o.User != "0" || o.Timeout != 2*time.Second || !o.TimeoutSet {
-				t.Errorf("%+v", o)
-			}
+		{Args: []string{"-n", "web", "-it", "-w", "src", "-e", "A=1", "-e", "B", "-u", "0", "--timeout", "2s", "--", "bash"}, Check: func(o *ExecOptions) bool {
+			return o.Name == "web" && o.Interactive && o.TTY && o.WorkDir == "src" && len(o.Env) == 2 && o.User == "0" && o.Timeout == 2*time.Second && o.TimeoutSet
 		}},
-		{args: []string{"ls", "-la"}, check: func(t *testing.T, o *ExecOptions) {
-			if strings.Join(o.Command, " ") != "ls -la" {
-				t.Errorf("flags after the command belong to it: %v", o.Command)
-			}
+		// Flags after the command belong to it.
+		{Args: []string{"ls", "-la"}, Check: func(o *ExecOptions) bool { return strings.Join(o.Command, " ") == "ls -la" }},
+		{Args: []string{"-d", "--timeout", "1m", "--", "python3", "-m", "http.server"}, Check: func(o *ExecOptions) bool {
+			return o.Detach && o.Timeout == time.Minute && o.TimeoutSet && strings.Join(o.Command, " ") == "python3 -m http.server"
 		}},
-		{args: []string{"-d", "--timeout", "1m", "--", "python3", "-m", "http.server"}, check: func(t *testing.T, o *ExecOptions) {
-			if !o.Detach || o.Timeout != time.Minute || !o.TimeoutSet || strings.Join(o.Command, " ") != "python3 -m http.server" {
-				t.Errorf("%+v", o)
-			}
-		}},
-		{args: []string{"-d", "-i", "--", "cat"}, wantErr: "-d cannot be combined"},
-		{args: []string{"-dt", "--", "bash"}, wantErr: "-d cannot be combined"},
-		{args: []string{}, wantErr: "requires at least 1 arg"},
-		{args: []string{"-n", "Bad Name", "--", "true"}, wantErr: "name"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			var got *ExecOptions
-			cmd := NewCmdExec(testFactory(nil), func(_ context.Context, o *ExecOptions) error { got = o; return nil })
-			cmd.SetArgs(tt.args)
-			cmd.SetOut(os.Stderr)
-			cmd.SilenceUsage, cmd.SilenceErrors = true, true
-			err := cmd.Execute()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, got)
-		})
-	}
+		{Args: []string{"-d", "-i", "--", "cat"}, WantErr: "-d cannot be combined"},
+		{Args: []string{"-dt", "--", "bash"}, WantErr: "-d cannot be combined"},
+		{Args: []string{}, WantErr: "requires at least 1 arg"},
+		{Args: []string{"-n", "Bad Name", "--", "true"}, WantErr: "name"},
+	})
 }
 
 func TestExecEnv(t *testing.T) {
@@ -97,5 +70,63 @@ func TestExecEnv(t *testing.T) {
 	}
 	if _, err := execEnv(f, r, &ExecOptions{EnvFiles: []string{file}}); err == nil || !strings.Contains(err.Error(), "vars:1") {
 		t.Errorf("bad env file line: %v", err)
+	}
+}
+
+func TestExecRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	var ran []string
+	e.Fake.AnswerExecs(func(cmd []string) enginetest.Answer {
+		ran = cmd
+		return enginetest.Answer{Stdout: strings.NewReader("42\n"), Stderr: strings.NewReader("note\n")}
+	})
+	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Command: []string{"python3", "-c", "print(6*7)"}})
+	if err != nil || e.Out.String() != "42\n" || e.Err.String() != "note\n" {
+		t.Fatalf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
+	}
+	if !strings.HasSuffix(strings.Join(ran, " "), " python3 -c print(6*7)") {
+		t.Errorf("ran %q", ran)
+	}
+
+	// The command's own exit code is sbx's, with nothing printed.
+	e.Fake.AnswerExecs(func([]string) enginetest.Answer { return enginetest.Answer{Code: 3} })
+	err = execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Command: []string{"false"}})
+	var exit *errs.ExitError
+	if !errors.As(err, &exit) || errs.ExitCode(err) != 3 {
+		t.Errorf("exit 3: %v (exit %d)", err, errs.ExitCode(err))
+	}
+}
+
+func TestExecRunDetached(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, enginetest.Answer{})
+	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Detach: true, Command: []string{"sleep", "60"}})
+	id := strings.TrimSuffix(e.Out.String(), "\n")
+	if err != nil || sandbox.ValidProcID(id) != nil {
+		t.Fatalf("err %v, stdout %q", err, e.Out)
+	}
+	if want := `started process ` + id + ` in sandbox "web"; its output: sbx logs -n web ` + id + "\n"; e.Err.String() != want {
+		t.Errorf("stderr %q, want %q", e.Err, want)
+	}
+}
+
+func TestExecRunFailures(t *testing.T) {
+	// An engine error is wrapped with what sbx was doing, exit 125.
+	fake := &enginetest.FakeEngine{ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+		return container.InspectResponse{}, errors.New("error during connect: EOF")
+	}}
+	e := cmdtest.NewEnv(t, fake)
+	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Command: []string{"true"}})
+	if err == nil || err.Error() != `inspecting sandbox "web": error during connect: EOF` || errs.ExitCode(err) != errs.CodeFailure {
+		t.Errorf("engine error: %v (exit %d)", err, errs.ExitCode(err))
+	}
+
+	// A policy that denies exec refuses before the engine is dialled.
+	e = cmdtest.NewEnv(t, nil)
+	e.WriteProject(t, "tools:\n  deny: [exec]\n", false)
+	err = execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Command: []string{"true"}})
+	var pe *config.PolicyError
+	if !errors.As(err, &pe) || errs.ExitCode(err) != errs.CodeFailure || e.Out.Len() != 0 {
+		t.Errorf("denied: %v (exit %d), stdout %q", err, errs.ExitCode(err), e.Out)
 	}
 }

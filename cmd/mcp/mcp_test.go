@@ -9,37 +9,17 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 )
 
 func TestNewCmdMCPFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args          []string
-		wantErr, name string
-	}{
-		{args: nil},
-		{args: []string{"-n", "agent"}, name: "agent"},
-		{args: []string{"-n", "Bad Name"}, wantErr: "name"},
-		{args: []string{"extra"}, wantErr: "unknown command"},
-	} {
-		var got *MCPOptions
-		cmd := NewCmdMCP(f, func(_ context.Context, o *MCPOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got.Name != tt.name {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+	cmdtest.Flags(t, NewCmdMCP, []cmdtest.FlagCase[MCPOptions]{
+		{Args: nil, Check: func(o *MCPOptions) bool { return o.Name == "" }},
+		{Args: []string{"-n", "agent"}, Check: func(o *MCPOptions) bool { return o.Name == "agent" }},
+		{Args: []string{"-n", "Bad Name"}, WantErr: "name"},
+		{Args: []string{"extra"}, WantErr: "unknown command"},
+	})
 }
 
 // A refused config ends sbx mcp before it serves anything; the engine is never dialled.

@@ -2,46 +2,27 @@ package ps
 
 import (
 	"context"
-	"os"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func TestNewCmdPsFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-		name    string
-		json    bool
-	}{
-		{args: nil},
-		{args: []string{"-n", "web", "--json"}, name: "web", json: true},
-		{args: []string{"extra"}, wantErr: "unknown command"},
-		{args: []string{"-n", "Bad Name"}, wantErr: "name"},
-	} {
-		var got *PsOptions
-		cmd := NewCmdPs(f, func(_ context.Context, o *PsOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got.Name != tt.name || got.JSON != tt.json {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+	cmdtest.Flags(t, NewCmdPs, []cmdtest.FlagCase[PsOptions]{
+		{Args: nil, Check: func(o *PsOptions) bool { return o.Name == "" && !o.JSON }},
+		{Args: []string{"-n", "web", "--json"}, Check: func(o *PsOptions) bool { return o.Name == "web" && o.JSON }},
+		{Args: []string{"extra"}, WantErr: "unknown command"},
+		{Args: []string{"-n", "Bad Name"}, WantErr: "name"},
+	})
 }
 
 func TestEntriesAndState(t *testing.T) {
@@ -109,5 +90,53 @@ func TestPrintProcsEscapesSandboxText(t *testing.T) {
 		if last := strings.Split(strings.TrimSpace(s), "\n")[2]; !strings.Contains(last, "?") {
 			t.Errorf("tty %v: unknown command shown as %q", tty, last)
 		}
+	}
+}
+
+func TestPsRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, cmdtest.ProcList("abc123", -1))
+	if err := psRun(context.Background(), &PsOptions{IO: e.IO, Factory: e.F, Name: "web", JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var got []Entry
+	if err := json.Unmarshal(e.Out.Bytes(), &got); err != nil || len(got) != 1 || got[0].ID != "abc123" || got[0].State != "running" ||
+		got[0].PID != 7 || ShellJoin(got[0].Command) != "sleep 60" || got[0].ExitCode != nil {
+		t.Errorf("%v: %s", err, e.Out)
+	}
+}
+
+// Nothing runs in a sandbox that does not exist or does not run: an empty list, and why on
+// stderr. An engine error is an error.
+func TestPsRunWithoutProcesses(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		status container.ContainerState // "" for none
+		stderr string
+	}{
+		{"missing", "", `sandbox "web" not found`},
+		{"stopped", container.StateExited, `sandbox "web" is not running (exited); its processes ended when it stopped`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := cmdtest.NewEnv(t, &enginetest.FakeEngine{})
+			var boxes []container.InspectResponse
+			if tt.status != "" {
+				boxes = append(boxes, e.Sandbox(t, "web", tt.status, nil))
+			}
+			e.Fake.ContainerInspectFn = cmdtest.Inspect(boxes...)
+			if err := psRun(context.Background(), &PsOptions{IO: e.IO, Factory: e.F, Name: "web", JSON: true}); err != nil {
+				t.Fatal(err)
+			}
+			if e.Out.String() != "[]\n" || e.Err.String() != tt.stderr+"\n" {
+				t.Errorf("stdout %q, stderr %q", e.Out, e.Err)
+			}
+		})
+	}
+
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, enginetest.Answer{Code: 2})
+	err := psRun(context.Background(), &PsOptions{IO: e.IO, Factory: e.F, Name: "web"})
+	if err == nil || err.Error() != `listing the processes of sandbox "web": exit 2` || errs.ExitCode(err) != errs.CodeFailure || e.Out.Len() != 0 {
+		t.Errorf("err %v (exit %d), stdout %q", err, errs.ExitCode(err), e.Out)
 	}
 }

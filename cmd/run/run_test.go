@@ -2,72 +2,44 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
-func parse(t *testing.T, args ...string) (*RunOptions, error) {
-	t.Helper()
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	var got *RunOptions
-	cmd := NewCmdRun(f, func(_ context.Context, o *RunOptions) error { got = o; return nil })
-	cmd.SetArgs(args)
-	cmd.SetOut(os.Stderr)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.Execute()
-	return got, err
-}
-
 func TestNewCmdRunFlags(t *testing.T) {
-	o, err := parse(t, "--lang", "python", "-c", "print(1)")
-	if err != nil || o.Lang != "python" || o.Code != "print(1)" || !o.CodeSet || o.Stdin || o.File != "" || o.MaxOutput != sandbox.DefaultMaxOutput || o.TimeoutSet || o.JSON {
-		t.Errorf("%+v %v", o, err)
-	}
-	o, err = parse(t, "-n", "web", "-l", "bash", "-c", "", "--timeout", "3s", "--max-output", "10", "--json")
-	if err != nil || o.Name != "web" || !o.CodeSet || o.Timeout != 3*time.Second || !o.TimeoutSet || o.MaxOutput != 10 || !o.JSON {
-		t.Errorf("empty code is code: %+v %v", o, err)
-	}
-	o, err = parse(t, "--lang", "node", "-")
-	if err != nil || !o.Stdin || o.CodeSet {
-		t.Errorf("stdin: %+v %v", o, err)
-	}
-	o, err = parse(t, "-f", "dir/script.py")
-	if err != nil || o.Lang != "python" || o.File != "dir/script.py" {
-		t.Errorf("language from the file: %+v %v", o, err)
-	}
-	o, err = parse(t, "-f", "Hello.java", "--lang", "bash")
-	if err != nil || o.Lang != "bash" {
-		t.Errorf("--lang wins over the extension: %+v %v", o, err)
-	}
-
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--lang", "python"}, "exactly once"},
-		{[]string{"--lang", "python", "-c", "1", "-"}, "exactly once"},
-		{[]string{"--lang", "python", "-c", "1", "-f", "x.py"}, "exactly once"},
-		{[]string{"-c", "1"}, "--lang is required"},
-		{[]string{"-f", "x.rb"}, "--lang is required"},
-		{[]string{"--lang", "ruby", "-c", "1"}, `unknown language "ruby"`},
-		{[]string{"--lang", "python", "-c", "1", "extra"}, `unexpected argument "extra"`},
-		{[]string{"--lang", "python", "-c", "1", "--max-output", "0"}, "--max-output"},
-		{[]string{"--lang", "python", "-c", "1", "--timeout", "-1s"}, "negative"},
-		{[]string{"-n", "Bad Name", "--lang", "python", "-c", "1"}, "name"},
-	} {
-		if _, err := parse(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%v: %v, want %q", tt.args, err, tt.want)
-		}
-	}
+	cmdtest.Flags(t, NewCmdRun, []cmdtest.FlagCase[RunOptions]{
+		{Args: []string{"--lang", "python", "-c", "print(1)"}, Check: func(o *RunOptions) bool {
+			return o.Lang == "python" && o.Code == "print(1)" && o.CodeSet && !o.Stdin && o.File == "" && o.MaxOutput == sandbox.DefaultMaxOutput && !o.TimeoutSet && !o.JSON
+		}},
+		// Empty code is code.
+		{Args: []string{"-n", "web", "-l", "bash", "-c", "", "--timeout", "3s", "--max-output", "10", "--json"}, Check: func(o *RunOptions) bool {
+			return o.Name == "web" && o.CodeSet && o.Timeout == 3*time.Second && o.TimeoutSet && o.MaxOutput == 10 && o.JSON
+		}},
+		{Args: []string{"--lang", "node", "-"}, Check: func(o *RunOptions) bool { return o.Stdin && !o.CodeSet }},
+		// The language from the file's extension, unless --lang says otherwise.
+		{Args: []string{"-f", "dir/script.py"}, Check: func(o *RunOptions) bool { return o.Lang == "python" && o.File == "dir/script.py" }},
+		{Args: []string{"-f", "Hello.java", "--lang", "bash"}, Check: func(o *RunOptions) bool { return o.Lang == "bash" }},
+		{Args: []string{"--lang", "python"}, WantErr: "exactly once"},
+		{Args: []string{"--lang", "python", "-c", "1", "-"}, WantErr: "exactly once"},
+		{Args: []string{"--lang", "python", "-c", "1", "-f", "x.py"}, WantErr: "exactly once"},
+		{Args: []string{"-c", "1"}, WantErr: "--lang is required"},
+		{Args: []string{"-f", "x.rb"}, WantErr: "--lang is required"},
+		{Args: []string{"--lang", "ruby", "-c", "1"}, WantErr: `unknown language "ruby"`},
+		{Args: []string{"--lang", "python", "-c", "1", "extra"}, WantErr: `unexpected argument "extra"`},
+		{Args: []string{"--lang", "python", "-c", "1", "--max-output", "0"}, WantErr: "--max-output"},
+		{Args: []string{"--lang", "python", "-c", "1", "--timeout", "-1s"}, WantErr: "negative"},
+		{Args: []string{"-n", "Bad Name", "--lang", "python", "-c", "1"}, WantErr: "name"},
+	})
 }
 
 func TestReadCode(t *testing.T) {
@@ -88,5 +60,51 @@ func TestReadCode(t *testing.T) {
 	}
 	if code, err := readCode(&RunOptions{IO: ios, CodeSet: true, Code: "x"}); err != nil || string(code) != "x" {
 		t.Errorf("-c: %q %v", code, err)
+	}
+}
+
+func TestRunRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, enginetest.Answer{Stdout: strings.NewReader("2\n")})
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "python", Code: "print(1+1)", CodeSet: true, MaxOutput: sandbox.DefaultMaxOutput})
+	if err != nil || e.Out.String() != "2\n" || e.Err.Len() != 0 {
+		t.Errorf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
+	}
+
+	// --json reports the output and the exit code, which is also sbx's.
+	e = cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, enginetest.Answer{Stdout: strings.NewReader("out\n"), Stderr: strings.NewReader("err\n"), Code: 3})
+	err = runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "bash", Code: "exit 3", CodeSet: true, MaxOutput: sandbox.DefaultMaxOutput, JSON: true})
+	var res Result
+	if jerr := json.Unmarshal(e.Out.Bytes(), &res); jerr != nil || res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.Truncated {
+		t.Errorf("%v: %s", jerr, e.Out)
+	}
+	if errs.ExitCode(err) != 3 || err.Error() != "exit status 3" {
+		t.Errorf("err %v (exit %d)", err, errs.ExitCode(err))
+	}
+}
+
+// Output past --max-output is cut, said so in the stream and, with a hint, on stderr.
+func TestRunRunTruncates(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	e.AnswerInTurn(t, enginetest.Answer{Stdout: strings.NewReader("123456789")})
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "bash", Code: "seq", CodeSet: true, MaxOutput: 4})
+	if err != nil || !strings.HasPrefix(e.Out.String(), "1234\n[sbx: stdout truncated after 4 bytes; 5 more bytes dropped]") {
+		t.Errorf("err %v, stdout %q", err, e.Out)
+	}
+	if !strings.Contains(e.Err.String(), "warning: output truncated at 4 bytes per stream (stdout 9 bytes") || !strings.Contains(e.Err.String(), "hint: raise --max-output") {
+		t.Errorf("stderr %q", e.Err)
+	}
+}
+
+// A config that runs this sandbox's commands on the host is refused before the engine is
+// dialled: run needs a sandbox.
+func TestRunRunRefusesHostMode(t *testing.T) {
+	e := cmdtest.NewEnv(t, nil)
+	e.Vars["SBX_MODE"] = "off"
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Lang: "bash", Code: "true", CodeSet: true})
+	if err == nil || !strings.Contains(err.Error(), "this needs a sandbox, but mode off (from env:SBX_MODE)") || errs.ExitCode(err) != errs.CodeFailure ||
+		!strings.Contains(errs.Hint(err), "set mode: all") {
+		t.Errorf("err %v (exit %d, hint %q)", err, errs.ExitCode(err), errs.Hint(err))
 	}
 }

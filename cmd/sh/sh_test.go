@@ -2,61 +2,43 @@ package sh
 
 import (
 	"context"
-	"os"
+	"errors"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func TestNewCmdShFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-		check   func(*ShOptions) bool
-	}{
-		{args: []string{"-c", "pwd"}, check: func(o *ShOptions) bool {
+	cmdtest.Flags(t, NewCmdSh, []cmdtest.FlagCase[ShOptions]{
+		{Args: []string{"-c", "pwd"}, Check: func(o *ShOptions) bool {
 			return o.Script == "pwd" && o.ScriptSet && o.Session == "default" && !o.TimeoutSet && o.Wait == time.Minute && !o.Reset && !o.List
 		}},
-		{args: []string{"-c", ""}, check: func(o *ShOptions) bool { return o.ScriptSet && o.Script == "" }},
-		{args: []string{"-n", "web", "-s", "build", "--timeout", "20m", "--wait", "5s", "-c", "make"}, check: func(o *ShOptions) bool {
+		{Args: []string{"-c", ""}, Check: func(o *ShOptions) bool { return o.ScriptSet && o.Script == "" }},
+		{Args: []string{"-n", "web", "-s", "build", "--timeout", "20m", "--wait", "5s", "-c", "make"}, Check: func(o *ShOptions) bool {
 			return o.Name == "web" && o.Session == "build" && o.Timeout == 20*time.Minute && o.TimeoutSet && o.Wait == 5*time.Second
 		}},
-		{args: []string{"--timeout", "0", "-c", "x"}, check: func(o *ShOptions) bool { return o.TimeoutSet && o.Timeout == 0 }},
-		{args: []string{"--reset"}, check: func(o *ShOptions) bool { return o.Reset && !o.ScriptSet }},
-		{args: []string{"--reset", "-c", "ls"}, check: func(o *ShOptions) bool { return o.Reset && o.ScriptSet }},
-		{args: []string{"--list", "--json", "-s", "x"}, check: func(o *ShOptions) bool { return o.List && o.JSON }},
-		{args: nil, wantErr: "give a script with -c"},
-		{args: []string{"--list", "-c", "x"}, wantErr: "--list cannot be combined"},
-		{args: []string{"--list", "--reset"}, wantErr: "--list cannot be combined"},
-		{args: []string{"--json", "-c", "x"}, wantErr: "--json goes with --list"},
-		{args: []string{"--timeout", "-1s", "-c", "x"}, wantErr: "--timeout must not be negative"},
-		{args: []string{"--wait", "0", "-c", "x"}, wantErr: "--wait must be more than 0"},
-		{args: []string{"-s", "../x", "-c", "x"}, wantErr: "bad session name"},
-		{args: []string{"-n", "Bad Name", "-c", "x"}, wantErr: "name"},
-		{args: []string{"-c", "x", "extra"}, wantErr: "unknown command"},
-	} {
-		var got *ShOptions
-		cmd := NewCmdSh(f, func(_ context.Context, o *ShOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !tt.check(got) {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+		{Args: []string{"--timeout", "0", "-c", "x"}, Check: func(o *ShOptions) bool { return o.TimeoutSet && o.Timeout == 0 }},
+		{Args: []string{"--reset"}, Check: func(o *ShOptions) bool { return o.Reset && !o.ScriptSet }},
+		{Args: []string{"--reset", "-c", "ls"}, Check: func(o *ShOptions) bool { return o.Reset && o.ScriptSet }},
+		{Args: []string{"--list", "--json", "-s", "x"}, Check: func(o *ShOptions) bool { return o.List && o.JSON }},
+		{Args: nil, WantErr: "give a script with -c"},
+		{Args: []string{"--list", "-c", "x"}, WantErr: "--list cannot be combined"},
+		{Args: []string{"--list", "--reset"}, WantErr: "--list cannot be combined"},
+		{Args: []string{"--json", "-c", "x"}, WantErr: "--json goes with --list"},
+		{Args: []string{"--timeout", "-1s", "-c", "x"}, WantErr: "--timeout must not be negative"},
+		{Args: []string{"--wait", "0", "-c", "x"}, WantErr: "--wait must be more than 0"},
+		{Args: []string{"-s", "../x", "-c", "x"}, WantErr: "bad session name"},
+		{Args: []string{"-n", "Bad Name", "-c", "x"}, WantErr: "name"},
+		{Args: []string{"-c", "x", "extra"}, WantErr: "unknown command"},
+	})
 }
 
 func TestAnnounce(t *testing.T) {
@@ -95,5 +77,63 @@ func TestAnnounceEscapesSandboxText(t *testing.T) {
 	Announce(ios, "build", &sandbox.ShellResult{Started: "replaced", PrevExit: "\x1b]0;pwned\x07"})
 	if strings.ContainsAny(errOut.String(), "\x1b\x07") || !strings.Contains(errOut.String(), `(exit status \u001b]0;pwned\u0007)`) {
 		t.Errorf("stderr %q", errOut)
+	}
+}
+
+var markerArg = regexp.MustCompile(`^sbx-[0-9a-f]{32}$`)
+
+// shellAnswers makes the execs of e's fake answer as a session's shell does: out, then the
+// trailer with fields, after the marker the call passed.
+func shellAnswers(t *testing.T, e *cmdtest.Env, out, fields string) {
+	e.Fake.AnswerExecs(func(cmd []string) enginetest.Answer {
+		i := slices.IndexFunc(cmd, markerArg.MatchString)
+		if i < 0 {
+			t.Errorf("no marker in %.300q", cmd)
+			return enginetest.Answer{Code: 1}
+		}
+		return enginetest.Answer{Stdout: strings.NewReader(out + cmd[i] + " " + fields + "\n")}
+	})
+}
+
+func TestShRun(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	shellAnswers(t, e, "hello\n", "rc=0 start=new")
+	opts := &ShOptions{IO: e.IO, Factory: e.F, Name: "web", Session: "default", Script: "echo hello", ScriptSet: true, Wait: time.Minute}
+	if err := shRun(context.Background(), opts); err != nil || e.Out.String() != "hello\n" || e.Err.Len() != 0 {
+		t.Errorf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
+	}
+
+	// The script's exit status is sbx's; a shell that exited is announced.
+	e.Out.Reset()
+	shellAnswers(t, e, "", "rc=3 end=died:3")
+	opts.Script = "exit 3"
+	err := shRun(context.Background(), opts)
+	if errs.ExitCode(err) != 3 || e.Out.Len() != 0 {
+		t.Errorf("exit: %v (exit %d), stdout %q", err, errs.ExitCode(err), e.Out)
+	}
+	if e.Err.String() != "sbx: the shell of session \"default\" exited (status 3); the next call starts a new one\n" {
+		t.Errorf("stderr %q", e.Err)
+	}
+}
+
+// A session busy with another call for the whole wait fails with exit 125 and what to do.
+func TestShRunBusy(t *testing.T) {
+	e := cmdtest.WithRunning(t, "web")
+	shellAnswers(t, e, "", "busy=1")
+	err := shRun(context.Background(), &ShOptions{IO: e.IO, Factory: e.F, Name: "web", Session: "build", Script: "make", ScriptSet: true, Wait: time.Second})
+	var busy *sandbox.ShellBusyError
+	if !errors.As(err, &busy) || busy.Session != "build" || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(errs.Hint(err), "--wait") {
+		t.Errorf("err %v (exit %d, hint %q)", err, errs.ExitCode(err), errs.Hint(err))
+	}
+}
+
+// Sessions end with their sandbox: listing those of a missing one is empty, and says why.
+func TestShRunListMissingSandbox(t *testing.T) {
+	e := cmdtest.NewEnv(t, &enginetest.FakeEngine{ContainerInspectFn: cmdtest.Inspect()})
+	if err := shRun(context.Background(), &ShOptions{IO: e.IO, Factory: e.F, Name: "web", List: true, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	if e.Out.String() != "[]\n" || e.Err.String() != "sandbox \"web\" not found\n" {
+		t.Errorf("stdout %q, stderr %q", e.Out, e.Err)
 	}
 }

@@ -4,50 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
-	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func TestNewCmdStatsFlags(t *testing.T) {
-	ios, _, _, _ := iostreams.Test()
-	f := cmdutil.TestFactory(ios, nil, t.TempDir(), t.TempDir(), time.Now(), nil)
-	for _, tt := range []struct {
-		args    []string
-		wantErr string
-		check   func(*StatsOptions) bool
-	}{
-		{args: nil, check: func(o *StatsOptions) bool { return len(o.Names) == 0 && !o.JSON && !o.NoStream }},
-		{args: []string{"web", "db", "--json", "--no-stream"}, check: func(o *StatsOptions) bool {
+	cmdtest.Flags(t, NewCmdStats, []cmdtest.FlagCase[StatsOptions]{
+		{Args: nil, Check: func(o *StatsOptions) bool { return len(o.Names) == 0 && !o.JSON && !o.NoStream }},
+		{Args: []string{"web", "db", "--json", "--no-stream"}, Check: func(o *StatsOptions) bool {
 			return strings.Join(o.Names, ",") == "web,db" && o.JSON && o.NoStream
 		}},
-		{args: []string{"Bad Name"}, wantErr: "name"},
-	} {
-		var got *StatsOptions
-		cmd := NewCmdStats(f, func(_ context.Context, o *StatsOptions) error { got = o; return nil })
-		cmd.SetArgs(tt.args)
-		cmd.SetOut(os.Stderr)
-		cmd.SilenceUsage, cmd.SilenceErrors = true, true
-		err := cmd.Execute()
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%v: %v, want %q", tt.args, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || !tt.check(got) {
-			t.Errorf("%v: %+v %v", tt.args, got, err)
-		}
-	}
+		{Args: []string{"Bad Name"}, WantErr: "name"},
+	})
 }
 
 func statsEngine(t *testing.T) *enginetest.FakeEngine {
@@ -55,7 +30,7 @@ func statsEngine(t *testing.T) *enginetest.FakeEngine {
 		return container.Summary{ID: "id-" + name, Names: []string{"/" + sandbox.ContainerName(name)}, State: state,
 			Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: name}}
 	}
-	return &enginetest.FakeEngine{T: t,
+	return &enginetest.FakeEngine{
 		ContainerListFn: func(context.Context, container.ListOptions) ([]container.Summary, error) {
 			return []container.Summary{summary("web", container.StateRunning), summary("old", container.StateExited), summary("db", container.StatePaused)}, nil
 		},
@@ -88,9 +63,9 @@ func (errNotFound) Error() string { return "No such container" }
 func (errNotFound) NotFound()     {}
 
 func TestStatsSnapshot(t *testing.T) {
-	ios, _, out, errOut := iostreams.Test()
-	f := cmdutil.TestFactory(ios, map[string]string{"XDG_STATE_HOME": t.TempDir()}, t.TempDir(), t.TempDir(), time.Now(), statsEngine(t))
-	if err := statsRun(context.Background(), &StatsOptions{IO: ios, Factory: f, JSON: true}); err != nil {
+	e := cmdtest.NewEnv(t, statsEngine(t))
+	out := e.Out
+	if err := statsRun(context.Background(), &StatsOptions{IO: e.IO, Factory: e.F, JSON: true}); err != nil {
 		t.Fatal(err)
 	}
 	var got []sandbox.Stats
@@ -107,12 +82,12 @@ func TestStatsSnapshot(t *testing.T) {
 
 	// Piped, without --json: a table, once; a name that does not exist fails, the rest show.
 	out.Reset()
-	err := statsRun(context.Background(), &StatsOptions{IO: ios, Factory: f, Names: []string{"web", "gone"}})
+	err := statsRun(context.Background(), &StatsOptions{IO: e.IO, Factory: e.F, Names: []string{"web", "gone"}})
 	if errs.ExitCode(err) != errs.CodeError || !strings.Contains(err.Error(), `"gone" not found`) {
 		t.Errorf("missing name: %v", err)
 	}
 	want := "NAME\tSTATUS\tCPU %\tMEM USAGE / LIMIT\tMEM %\tPIDS\tNET I/O\tBLOCK I/O\nweb\trunning\t50.00%\t100MiB / 512MiB\t19.53%\t3 / 256\t0B / 0B\t0B / 0B\n"
 	if out.String() != want {
-		t.Errorf("table:\n%s\nwant:\n%s\nstderr %s", out, want, errOut)
+		t.Errorf("table:\n%s\nwant:\n%s\nstderr %s", out, want, e.Err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/testenv"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -245,9 +246,7 @@ func TestCopyInStripsSetuidAndKeepsOnlyOwnOwner(t *testing.T) {
 		t.Errorf("setuid file: %q %q", o.stdout, o.stderr)
 	}
 
-	if os.Geteuid() != 0 {
-		t.Skip("the -a cases need to chown files on the host")
-	}
+	testenv.RequireRoot(t, "chowning files on the host for the -a cases")
 	dir := t.TempDir()
 	mine, theirs := filepath.Join(dir, "mine"), filepath.Join(dir, "theirs")
 	for _, p := range []string{mine, theirs} {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -22,39 +23,39 @@ import (
 func TestResourceAbuse(t *testing.T) {
 	sc := abuseGroup.start(t)
 	s := newSBX(t)
-	installProbe(t, s.project, "probe", 0o755)
+	installProbe(t, s.Project, "probe", 0o755)
 	name := sandboxName("abuse")
-	if r := s.run("create", "-n", name); r.code != 0 {
+	if r := s.Run("create", "-n", name); r.Code != 0 {
 		t.Fatalf("create: %s", r)
 	}
-	abuse := func(label string, f func(t *testing.T, s *sbx)) {
+	abuse := func(label string, f func(t *testing.T, s *clitest.CLI)) {
 		t.Run(label, func(t *testing.T) {
 			sc.case_(t)
-			s := s.in(t)
+			s := s.In(t)
 			f(t, s)
-			s.alive(name)
+			alive(s, name)
 		})
 	}
 
-	abuse("fork bomb", func(t *testing.T, s *sbx) {
-		r := s.run("exec", "-n", name, "--timeout", "5s", "--", "bash", "-c", "bomb() { bomb | bomb & }; while :; do bomb; done")
-		if r.code != 124 || r.took > 60*time.Second {
+	abuse("fork bomb", func(t *testing.T, s *clitest.CLI) {
+		r := s.Run("exec", "-n", name, "--timeout", "5s", "--", "bash", "-c", "bomb() { bomb | bomb & }; while :; do bomb; done")
+		if r.Code != 124 || r.Took > 60*time.Second {
 			t.Errorf("want exit 124 after the 5 s timeout: %s", r)
 		}
-		if !strings.Contains(r.stderr, "Resource temporarily unavailable") {
+		if !strings.Contains(r.Stderr, "Resource temporarily unavailable") {
 			t.Errorf("the bomb never hit the pids limit: %s", r)
 		}
 	})
 
-	abuse("memory bomb", func(t *testing.T, s *sbx) {
+	abuse("memory bomb", func(t *testing.T, s *clitest.CLI) {
 		// 64 MiB at a time, touched, until the 1 GiB limit (no swap) stops it.
-		r := s.run("exec", "-n", name, "--", "python3", "-c", "b = []\nwhile True: b.append(bytearray(64 << 20))")
-		if r.code != 137 || !strings.Contains(r.stderr, "out of memory, limit 1g") {
+		r := s.Run("exec", "-n", name, "--", "python3", "-c", "b = []\nwhile True: b.append(bytearray(64 << 20))")
+		if r.Code != 137 || !strings.Contains(r.Stderr, "out of memory, limit 1g") {
 			t.Errorf("want an OOM kill reported as such: %s", r)
 		}
 	})
 
-	abuse("filling /tmp", func(t *testing.T, s *sbx) {
+	abuse("filling /tmp", func(t *testing.T, s *clitest.CLI) {
 		res := probeIn(t, s, name, "fill:/tmp/sbx-fill,"+strconv.Itoa(1<<30))
 		n, _ := strconv.ParseInt(res.Value, 10, 64)
 		// The last partial page can be refused, so "full" is within 1 MiB of the cap.
@@ -66,35 +67,35 @@ func TestResourceAbuse(t *testing.T) {
 		}
 	})
 
-	abuse("10 000 files in /tmp", func(t *testing.T, s *sbx) {
+	abuse("10 000 files in /tmp", func(t *testing.T, s *clitest.CLI) {
 		if res := probeIn(t, s, name, "files:/tmp/sbx-many,10000"); res.Errno != "" || res.Value != "10000" {
 			t.Errorf("want 10000 files: %+v", res)
 		}
 	})
 
-	abuse("1 GiB of output through sbx exec", func(t *testing.T, s *sbx) {
+	abuse("1 GiB of output through sbx exec", func(t *testing.T, s *clitest.CLI) {
 		var n atomic.Int64
-		cmd := s.cmd("exec", "-n", name, "--", "head", "-c", strconv.Itoa(1<<30), "/dev/zero")
+		cmd := s.Cmd("exec", "-n", name, "--", "head", "-c", strconv.Itoa(1<<30), "/dev/zero")
 		cmd.Stdout = countingWriter{&n}
-		r := s.runIn(cmd)
-		if r.code != 0 || n.Load() != 1<<30 {
+		r := s.RunIn(cmd)
+		if r.Code != 0 || n.Load() != 1<<30 {
 			t.Fatalf("want 1 GiB through stdout, got %d bytes: %s", n.Load(), r)
 		}
 		// sbx streams: its peak resident memory must not grow with the output.
-		if r.maxRSS == 0 || r.maxRSS > 100<<20 {
-			t.Errorf("sbx's peak RSS was %d MiB for 1 GiB of output; want under 100 MiB", r.maxRSS>>20)
+		if r.MaxRSS == 0 || r.MaxRSS > 100<<20 {
+			t.Errorf("sbx's peak RSS was %d MiB for 1 GiB of output; want under 100 MiB", r.MaxRSS>>20)
 		}
-		t.Logf("sbx peak RSS %d MiB, %s for 1 GiB", r.maxRSS>>20, r.took.Round(time.Millisecond))
+		t.Logf("sbx peak RSS %d MiB, %s for 1 GiB", r.MaxRSS>>20, r.Took.Round(time.Millisecond))
 	})
 
-	abuse("a command that ignores SIGTERM", func(t *testing.T, s *sbx) {
-		r := s.run("exec", "-n", name, "--timeout", "2s", "--", "bash", "-c", "trap '' TERM; sleep 4242 & while :; do sleep 1; done")
+	abuse("a command that ignores SIGTERM", func(t *testing.T, s *clitest.CLI) {
+		r := s.Run("exec", "-n", name, "--timeout", "2s", "--", "bash", "-c", "trap '' TERM; sleep 4242 & while :; do sleep 1; done")
 		// The watchdog sends TERM at 2 s, waits the grace period, then KILLs: never earlier.
 		minimum := 2*time.Second + sandbox.KillGrace
-		if r.code != 124 || !strings.Contains(r.stderr, "timed out after 2s") || r.took < minimum || r.took > minimum+30*time.Second {
+		if r.Code != 124 || !strings.Contains(r.Stderr, "timed out after 2s") || r.Took < minimum || r.Took > minimum+30*time.Second {
 			t.Errorf("want exit 124 after at least %s (timeout plus grace): %s", minimum, r)
 		}
-		if left := s.running(name, "sleep 4242"); len(left) > 0 {
+		if left := s.Running(name, "sleep 4242"); len(left) > 0 {
 			t.Errorf("processes survived the kill: %q", left)
 		}
 	})
@@ -109,21 +110,21 @@ func TestResourceAbuse(t *testing.T) {
 func TestResourceAbuseWorkspaceVolumeIsUncapped(t *testing.T) {
 	abuseGroup.start(t)
 	s := newSBX(t)
-	s.write(".sbx.yaml", "workspace: none\n")
+	s.Write(".sbx.yaml", "workspace: none\n")
 	name := sandboxName("nonews")
 	// 300 MiB: more than any tmpfs of the sandbox holds, little enough for any test host.
-	r := s.run("exec", "-n", name, "--", "bash", "-c",
+	r := s.Run("exec", "-n", name, "--", "bash", "-c",
 		`head -c 314572800 /dev/zero >/workspace/big && stat -c %s /workspace/big && rm /workspace/big && stat -f -c '%b %S' /workspace`)
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("writing 300 MiB to the workspace volume: %s", r)
 	}
-	lines := strings.Fields(r.stdout)
+	lines := strings.Fields(r.Stdout)
 	if len(lines) != 3 || lines[0] != "314572800" {
 		t.Fatalf("unexpected output: %s", r)
 	}
 	blocks, _ := strconv.ParseUint(lines[1], 10, 64)
 	bsize, _ := strconv.ParseUint(lines[2], 10, 64)
-	info, err := s.eng.Info(context.Background())
+	info, err := s.Eng.Info(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,17 +135,17 @@ func TestResourceAbuseWorkspaceVolumeIsUncapped(t *testing.T) {
 	if inside, host := blocks*bsize, st.Blocks*uint64(st.Bsize); inside != host {
 		t.Errorf("the workspace volume reports %d bytes, the engine's disk %d: a cap exists now; update this test and the README", inside, host)
 	}
-	s.alive(name)
+	alive(s, name)
 }
 
 // probeIn runs one probe operation in sandbox name.
-func probeIn(t *testing.T, s *sbx, name, op string) probeResult {
+func probeIn(t *testing.T, s *clitest.CLI, name, op string) probeResult {
 	t.Helper()
-	r := s.run("exec", "-n", name, "--", "/workspace/probe", op)
-	if r.code != 0 {
+	r := s.Run("exec", "-n", name, "--", "/workspace/probe", op)
+	if r.Code != 0 {
 		t.Fatalf("probe %s: %s", op, r)
 	}
-	return parseProbe(t, r.stdout)[op]
+	return parseProbe(t, r.Stdout)[op]
 }
 
 type countingWriter struct{ n *atomic.Int64 }
@@ -162,19 +163,19 @@ func TestResourceAbuseContainerLogIsCapped(t *testing.T) {
 	sc.case_(t)
 	s := newSBX(t)
 	name := sandboxName("logflood")
-	r := s.run("exec", "-n", name, "--", "bash", "-c", "head -c 314572800 /dev/zero | tr '\\0' x | fold -w 1023 >/proc/1/fd/1")
-	if r.code != 0 {
+	r := s.Run("exec", "-n", name, "--", "bash", "-c", "head -c 314572800 /dev/zero | tr '\\0' x | fold -w 1023 >/proc/1/fd/1")
+	if r.Code != 0 {
 		t.Fatalf("writing 300 MiB to pid 1's stdout: %s", r)
 	}
 	ctx := context.Background()
-	info, err := s.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
+	info, err := s.Eng.ContainerInspect(ctx, sandbox.ContainerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if lc := info.HostConfig.LogConfig; lc.Type != "json-file" || lc.Config["max-size"] != "1m" {
 		t.Errorf("log config %+v", lc)
 	}
-	logs, err := s.eng.ContainerLogs(ctx, info.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	logs, err := s.Eng.ContainerLogs(ctx, info.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,5 +193,5 @@ func TestResourceAbuseContainerLogIsCapped(t *testing.T) {
 	} else if err != nil {
 		t.Logf("the log file is not on this host (%v); checked what the engine serves", err)
 	}
-	s.alive(name)
+	alive(s, name)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
 // hostileConfig is a refused setting written one way. In args, file, userFile, configFile
@@ -136,41 +138,41 @@ func TestHostileConfiguration(t *testing.T) {
 			sc.case_(t)
 			s := newSBX(t)
 			hostileTree(t, s)
-			expand := strings.NewReplacer("{home}", s.home, "{project}", s.project).Replace
+			expand := strings.NewReplacer("{home}", s.Home, "{project}", s.Project).Replace
 			var args []string
 			for _, a := range hc.args {
 				args = append(args, expand(a))
 			}
 			if hc.file != "" {
-				s.write(".sbx.yaml", hc.file)
+				s.Write(".sbx.yaml", hc.file)
 			}
 			if hc.userFile != "" {
-				writeFile(t, filepath.Join(s.home, ".config", "sbx", "config.yaml"), hc.userFile)
+				writeFile(t, filepath.Join(s.Home, ".config", "sbx", "config.yaml"), hc.userFile)
 			}
 			if hc.configFile != "" {
-				p := filepath.Join(s.home, "extra.yaml")
+				p := filepath.Join(s.Home, "extra.yaml")
 				writeFile(t, p, hc.configFile)
 				args = append(args, "--config", p)
 			}
-			s.env = append(s.env, hc.env...)
-			dir := s.project
+			s.Env = append(s.Env, hc.env...)
+			dir := s.Project
 			if hc.fromHome {
-				dir = s.home
+				dir = s.Home
 			}
 			name := sandboxName(fmt.Sprintf("cfg%d", i))
 
-			cmd := s.cmd(append([]string{"explain", "--check", name}, args...)...)
+			cmd := s.Cmd(append([]string{"explain", "--check", name}, args...)...)
 			cmd.Dir = dir
-			if r := s.runIn(cmd); r.code != 1 || !strings.Contains(r.stdout, hc.key) || !strings.Contains(r.stdout, hc.why) {
+			if r := s.RunIn(cmd); r.Code != 1 || !strings.Contains(r.Stdout, hc.key) || !strings.Contains(r.Stdout, hc.why) {
 				t.Errorf("explain --check: want exit 1 naming %s because it %q: %s", hc.key, hc.why, r)
 			}
-			cmd = s.cmd(append([]string{"create", "-n", name}, args...)...)
+			cmd = s.Cmd(append([]string{"create", "-n", name}, args...)...)
 			cmd.Dir = dir
-			r := s.runIn(cmd)
-			if r.code != 125 || !strings.Contains(r.stderr, "config refused") || !strings.Contains(r.stderr, hc.key) || !strings.Contains(r.stderr, hc.why) {
+			r := s.RunIn(cmd)
+			if r.Code != 125 || !strings.Contains(r.Stderr, "config refused") || !strings.Contains(r.Stderr, hc.key) || !strings.Contains(r.Stderr, hc.why) {
 				t.Errorf("create: want exit 125 refusing %s because it %q: %s", hc.key, hc.why, r)
 			}
-			if list := s.containers(name); len(list) > 0 {
+			if list := s.Containers(name); len(list) > 0 {
 				t.Errorf("a container was created despite the refusal: %s (%s)", list[0].Names, list[0].State)
 			}
 		})
@@ -179,26 +181,26 @@ func TestHostileConfiguration(t *testing.T) {
 
 // hostileTree lays out what the cases point at: credentials in $HOME and symlinks in the
 // project that lead to protected places.
-func hostileTree(t *testing.T, s *sbx) {
+func hostileTree(t *testing.T, s *clitest.CLI) {
 	t.Helper()
 	for _, d := range []string{".ssh", ".aws", ".docker", ".SSH"} {
-		if err := os.MkdirAll(filepath.Join(s.home, d), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(s.Home, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeFile(t, filepath.Join(s.home, ".aws", "credentials"), "[default]\n")
-	writeFile(t, filepath.Join(s.project, "data", "x"), "x")
-	writeFile(t, filepath.Join(s.project, "containerd.sock"), "")
+	writeFile(t, filepath.Join(s.Home, ".aws", "credentials"), "[default]\n")
+	writeFile(t, filepath.Join(s.Project, "data", "x"), "x")
+	writeFile(t, filepath.Join(s.Project, "containerd.sock"), "")
 	links := map[string]string{
 		"link-etc":    "/etc",
 		"link-sock":   "/var/run/docker.sock",
-		"link-ssh":    filepath.Join(s.home, ".ssh"),
+		"link-ssh":    filepath.Join(s.Home, ".ssh"),
 		"chain1":      "chain2",
 		"chain2":      "/root",
 		"link-parent": "..",
 	}
 	for name, target := range links {
-		if err := os.Symlink(target, filepath.Join(s.project, name)); err != nil {
+		if err := os.Symlink(target, filepath.Join(s.Project, name)); err != nil {
 			t.Fatal(err)
 		}
 	}

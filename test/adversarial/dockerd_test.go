@@ -16,6 +16,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/sbx-sandbox/sbx/internal/testenv"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
@@ -45,7 +46,7 @@ type privateEngine struct {
 func startPrivateEngine(t *testing.T) *privateEngine {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		cannotRun(t, "a private dockerd needs root, and the test runs as uid %d", os.Geteuid())
+		testenv.Missing(t, testenv.RequireRootEnv, cannotPrefix+"a private dockerd needs root, and the test runs as uid %d", os.Geteuid())
 	}
 	bin, err := exec.LookPath("dockerd")
 	if err != nil {
@@ -225,22 +226,22 @@ func TestFaultEngineRestarted(t *testing.T) {
 	e := startPrivateEngine(t)
 	e.loadImage(baseImage)
 	s := newSBXOn(t, e.cli, e.host)
-	s.write(".sbx.yaml", "image: "+baseImage+"\n")
-	s.trust()
+	s.Write(".sbx.yaml", "image: "+baseImage+"\n")
+	s.Trust()
 	names := []string{sandboxName("restart-a"), sandboxName("restart-b")}
 	for _, n := range names {
-		if r := s.run("exec", "-n", n, "--", "echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+		if r := s.Run("exec", "-n", n, "--", "echo", "ok"); r.Code != 0 || r.Stdout != "ok\n" {
 			t.Fatalf("exec on the private engine: %s", r)
 		}
 	}
 
-	inflight := s.cmd("exec", "-n", names[0], "--", "sleep", "4545")
+	inflight := s.Cmd("exec", "-n", names[0], "--", "sleep", "4545")
 	var stderr strings.Builder
 	inflight.Stderr = &stderr
 	if err := inflight.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, func() bool { return len(s.running(names[0], "sleep 4545")) == 1 })
+	waitFor(t, 30*time.Second, func() bool { return len(s.Running(names[0], "sleep 4545")) == 1 })
 	inflightDone := make(chan error, 1)
 	go func() { inflightDone <- inflight.Wait() }()
 	stopped := time.Now()
@@ -268,15 +269,15 @@ func TestFaultEngineRestarted(t *testing.T) {
 	})
 
 	t.Run("while the engine is down", func(t *testing.T) {
-		engineDownCases(t, sc, s.in(t), 5*time.Second)
+		engineDownCases(t, sc, s.In(t), 5*time.Second)
 	})
 
 	e.start()
 	t.Run("ls lists the sandboxes after the restart", func(t *testing.T) {
 		sc.case_(t)
-		r := s.in(t).run("ls")
+		r := s.In(t).Run("ls")
 		for _, n := range names {
-			if r.code != 0 || !strings.Contains(r.stdout, n) {
+			if r.Code != 0 || !strings.Contains(r.Stdout, n) {
 				t.Errorf("ls after the restart lacks %s: %s", n, r)
 			}
 		}
@@ -284,7 +285,7 @@ func TestFaultEngineRestarted(t *testing.T) {
 	for _, n := range names {
 		t.Run("exec after the restart on "+n, func(t *testing.T) {
 			sc.case_(t)
-			if r := s.in(t).run("exec", "-n", n, "--", "echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+			if r := s.In(t).Run("exec", "-n", n, "--", "echo", "ok"); r.Code != 0 || r.Stdout != "ok\n" {
 				t.Errorf("exec after the restart: %s", r)
 			}
 		})

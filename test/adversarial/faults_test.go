@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -27,15 +28,15 @@ func TestLoadConcurrentExec(t *testing.T) {
 	faultsGroup.start(t)
 	s := newSBX(t)
 	name := sandboxName("load")
-	if r := s.run("create", "-n", name); r.code != 0 {
+	if r := s.Run("create", "-n", name); r.Code != 0 {
 		t.Fatalf("create: %s", r)
 	}
 	var cmds []*exec.Cmd
 	for i := range 50 {
-		cmds = append(cmds, s.cmd("exec", "-n", name, "--", "bash", "-c", `echo "out $1"; echo "err $1" >&2; exit $(($1 % 7))`, "sbx-load", fmt.Sprint(i)))
+		cmds = append(cmds, s.Cmd("exec", "-n", name, "--", "bash", "-c", `echo "out $1"; echo "err $1" >&2; exit $(($1 % 7))`, "sbx-load", fmt.Sprint(i)))
 	}
-	for i, r := range concurrently(cmds) {
-		if r.code != i%7 || r.stdout != fmt.Sprintf("out %d\n", i) || r.stderr != fmt.Sprintf("err %d\n", i) {
+	for i, r := range clitest.Concurrently(cmds) {
+		if r.Code != i%7 || r.Stdout != fmt.Sprintf("out %d\n", i) || r.Stderr != fmt.Sprintf("err %d\n", i) {
 			t.Errorf("exec %d: want exit %d with its own output: %s", i, i%7, r)
 		}
 	}
@@ -49,12 +50,12 @@ func TestLoadConcurrentCreate(t *testing.T) {
 	name := sandboxName("same")
 	var cmds []*exec.Cmd
 	for range 20 {
-		cmds = append(cmds, s.cmd("create", "-n", name, "--json"))
+		cmds = append(cmds, s.Cmd("create", "-n", name, "--json"))
 	}
 	ids, created := map[string]bool{}, 0
-	for i, r := range concurrently(cmds) {
+	for i, r := range clitest.Concurrently(cmds) {
 		var out struct{ ID, Action string }
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &out) != nil {
 			t.Errorf("create %d: %s", i, r)
 			continue
 		}
@@ -63,7 +64,7 @@ func TestLoadConcurrentCreate(t *testing.T) {
 			created++
 		}
 	}
-	if list := s.containers(name); len(list) != 1 || len(ids) != 1 || created != 1 {
+	if list := s.Containers(name); len(list) != 1 || len(ids) != 1 || created != 1 {
 		t.Errorf("%d containers, %d distinct ids reported, %d callers saying created; want 1 of each", len(list), len(ids), created)
 	}
 }
@@ -76,19 +77,19 @@ func TestFaultKilledDuringCreate(t *testing.T) {
 		t.Run("workspace "+mode, func(t *testing.T) {
 			sc.case_(t)
 			s := newSBX(t)
-			s.write(".sbx.yaml", "workspace: "+mode+"\n")
+			s.Write(".sbx.yaml", "workspace: "+mode+"\n")
 			name := sandboxName("kill-create-" + mode)
 			seen := map[string]int{}
 			// Fixed delays land before, between and after the engine calls on a quiet host;
 			// "appears" kills the moment the engine shows the container. Whatever state each
 			// kill leaves, the next command must recover from it.
 			for _, delay := range []string{"0ms", "5ms", "10ms", "15ms", "20ms", "30ms", "50ms", "appears"} {
-				cmd := s.cmd("create", "-n", name)
+				cmd := s.Cmd("create", "-n", name)
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
 				if delay == "appears" {
-					waitFor(t, 30*time.Second, func() bool { return len(s.containers(name)) > 0 })
+					waitFor(t, 30*time.Second, func() bool { return len(s.Containers(name)) > 0 })
 				} else {
 					d, _ := time.ParseDuration(delay)
 					time.Sleep(d)
@@ -96,19 +97,19 @@ func TestFaultKilledDuringCreate(t *testing.T) {
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				_ = cmd.Wait()
 				state := "none"
-				if list := s.containers(name); len(list) == 1 {
+				if list := s.Containers(name); len(list) == 1 {
 					state = list[0].State
 				}
 				seen[state]++
-				r := s.run("exec", "-n", name, "--", "echo", "ok")
-				if r.code != 0 || r.stdout != "ok\n" {
+				r := s.Run("exec", "-n", name, "--", "echo", "ok")
+				if r.Code != 0 || r.Stdout != "ok\n" {
 					t.Fatalf("after a kill %s into create (left: %s), exec: %s", delay, state, r)
 				}
-				if list := s.containers(name); len(list) != 1 || list[0].State != "running" {
+				if list := s.Containers(name); len(list) != 1 || list[0].State != "running" {
 					t.Fatalf("after a kill %s into create: %d containers", delay, len(list))
 				}
 				stateFileParses(t, s, name)
-				if r := s.run("rm", "-f", name); r.code != 0 {
+				if r := s.Run("rm", "-f", name); r.Code != 0 {
 					t.Fatalf("rm: %s", r)
 				}
 			}
@@ -118,9 +119,9 @@ func TestFaultKilledDuringCreate(t *testing.T) {
 }
 
 // stateFileParses checks that sandbox name's last-use file is whole.
-func stateFileParses(t *testing.T, s *sbx, name string) {
+func stateFileParses(t *testing.T, s *clitest.CLI, name string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(s.home, ".state", "sbx", name+".json"))
+	data, err := os.ReadFile(filepath.Join(s.Home, ".state", "sbx", name+".json"))
 	if err != nil {
 		t.Fatalf("state file: %v", err)
 	}
@@ -139,7 +140,7 @@ func TestFaultKilledDuringExec(t *testing.T) {
 	sc := faultsGroup.start(t)
 	s := newSBX(t)
 	name := sandboxName("kill-exec")
-	if r := s.run("create", "-n", name); r.code != 0 {
+	if r := s.Run("create", "-n", name); r.Code != 0 {
 		t.Fatalf("create: %s", r)
 	}
 	for _, tc := range []struct {
@@ -153,8 +154,8 @@ func TestFaultKilledDuringExec(t *testing.T) {
 	} {
 		t.Run(tc.label, func(t *testing.T) {
 			sc.case_(t)
-			s := s.in(t)
-			cmd := s.cmd(tc.args...)
+			s := s.In(t)
+			cmd := s.Cmd(tc.args...)
 			stdin, err := cmd.StdinPipe() // held open: sbx, not its input, goes away
 			if err != nil {
 				t.Fatal(err)
@@ -163,14 +164,14 @@ func TestFaultKilledDuringExec(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, func() bool { return len(s.running(name, "sleep 4343")) == 2 })
+			waitFor(t, 30*time.Second, func() bool { return len(s.Running(name, "sleep 4343")) == 2 })
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			_ = cmd.Wait()
 			killed := time.Now()
-			if r := s.run("exec", "-n", name, "--", "echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+			if r := s.Run("exec", "-n", name, "--", "echo", "ok"); r.Code != 0 || r.Stdout != "ok\n" {
 				t.Errorf("the next exec: %s", r)
 			}
-			waitFor(t, tc.gone, func() bool { return len(s.running(name, "sleep 4343")) == 0 })
+			waitFor(t, tc.gone, func() bool { return len(s.Running(name, "sleep 4343")) == 0 })
 			t.Logf("processes gone %s after the kill", time.Since(killed).Round(100*time.Millisecond))
 		})
 	}
@@ -236,7 +237,7 @@ func TestFaultEngineStopped(t *testing.T) {
 
 // engineDownCases runs every engine command against the dead engine s points at, all at
 // once (a hung engine makes each wait for sbx's connect timeout), then judges each.
-func engineDownCases(t *testing.T, sc *scope, s *sbx, within time.Duration) {
+func engineDownCases(t *testing.T, sc *scope, s *clitest.CLI, within time.Duration) {
 	// browser is denied by the default tool policy before it would ask the engine.
 	allowAll := filepath.Join(t.TempDir(), "allow-all.yaml")
 	writeFile(t, allowAll, "tools: {allow: [\"*\"], deny: []}\n")
@@ -250,7 +251,7 @@ func engineDownCases(t *testing.T, sc *scope, s *sbx, within time.Duration) {
 		for _, c := range engineFreeCommands {
 			covered[c] = true
 		}
-		for _, c := range subcommands(t, s.in(t)) {
+		for _, c := range subcommands(t, s.In(t)) {
 			if !covered[c] {
 				t.Errorf("sbx %s is not in the dead-engine table: add what it must do when the engine is gone", c)
 			}
@@ -258,17 +259,17 @@ func engineDownCases(t *testing.T, sc *scope, s *sbx, within time.Duration) {
 	})
 	var cmds []*exec.Cmd
 	for _, tc := range cases {
-		cmd := s.cmd(tc.args...)
+		cmd := s.Cmd(tc.args...)
 		cmd.Stdin = strings.NewReader("")
 		cmds = append(cmds, cmd)
 	}
-	results := concurrently(cmds)
+	results := clitest.Concurrently(cmds)
 	for i, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			sc.case_(t)
 			r := results[i]
-			out := r.stdout + r.stderr
-			if r.code != tc.code || r.took > within || !strings.Contains(out, tc.says) || !strings.Contains(out, tc.hint) {
+			out := r.Stdout + r.Stderr
+			if r.Code != tc.code || r.Took > within || !strings.Contains(out, tc.says) || !strings.Contains(out, tc.hint) {
 				t.Errorf("want exit %d within %s saying %q and %q: %s", tc.code, within, tc.says, tc.hint, r)
 			}
 		})
@@ -322,10 +323,10 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 }
 
 // subcommands lists sbx's top-level commands as its help prints them.
-func subcommands(t *testing.T, s *sbx) []string {
+func subcommands(t *testing.T, s *clitest.CLI) []string {
 	t.Helper()
-	r := s.run("help")
-	_, list, ok := strings.Cut(r.stdout, "Available Commands:\n")
+	r := s.Run("help")
+	_, list, ok := strings.Cut(r.Stdout, "Available Commands:\n")
 	if !ok {
 		t.Fatalf("no command list in sbx help: %s", r)
 	}

@@ -147,14 +147,14 @@ func TestHostileFiles(t *testing.T) {
 			fmt.Fprintf(&setup, "\nmkdir %d; (cd %d && %s)", i, i, c.setup)
 		}
 	}
-	if r := s.run("exec", "-n", name, "--", "bash", "-c", setup.String()); r.code != 0 {
+	if r := s.Run("exec", "-n", name, "--", "bash", "-c", setup.String()); r.Code != 0 {
 		t.Fatalf("preparing the hostile trees: %s", r)
 	}
 	passwd := hashFile(t, "/etc/passwd")
 	for i, c := range hostileFileCases {
 		t.Run(c.name, func(t *testing.T) {
 			sc.case_(t)
-			s := s.in(t)
+			s := s.In(t)
 			work := t.TempDir()
 			writeFile(t, filepath.Join(work, "outside", "keep"), "keep\n")
 			writeFile(t, filepath.Join(work, "dst", "already"), "here\n")
@@ -166,17 +166,17 @@ func TestHostileFiles(t *testing.T) {
 			if !filepath.IsAbs(src) {
 				src = fmt.Sprintf("/tmp/hf/%d/%s", i, src)
 			}
-			r := s.run(append(append([]string{"cp"}, c.args...), name+":"+src, filepath.Join(work, "dst")+"/")...)
+			r := s.Run(append(append([]string{"cp"}, c.args...), name+":"+src, filepath.Join(work, "dst")+"/")...)
 			after := snapshot(t, work)
 			if c.refused != "" {
-				if r.code == 0 || !strings.Contains(r.stderr, c.refused) {
+				if r.Code == 0 || !strings.Contains(r.Stderr, c.refused) {
 					t.Errorf("want the copy refused with %q: %s", c.refused, r)
 				}
 				if d := diff(before, after, ""); d != "" {
 					t.Errorf("a refused copy changed the host:\n%s", d)
 				}
 			} else {
-				if r.code != 0 {
+				if r.Code != 0 {
 					t.Fatalf("copy: %s", r)
 				}
 				base := filepath.Base(src)
@@ -275,17 +275,17 @@ func TestFaultKilledDuringCp(t *testing.T) {
 	// fraction of a second of CPU for it, so the copy is still streaming for several seconds
 	// after its staging directory appears, and the kill lands mid-stream.
 	const size = 48 << 20
-	if r := s.run("create", "-n", name, "--cpus", "0.02"); r.code != 0 {
+	if r := s.Run("create", "-n", name, "--cpus", "0.02"); r.Code != 0 {
 		t.Fatalf("%s", r)
 	}
-	if r := s.run("exec", "-n", name, "--", "bash", "-c", fmt.Sprintf("head -c %d /dev/zero >/tmp/big", size)); r.code != 0 {
+	if r := s.Run("exec", "-n", name, "--", "bash", "-c", fmt.Sprintf("head -c %d /dev/zero >/tmp/big", size)); r.Code != 0 {
 		t.Fatalf("%s", r)
 	}
 	t.Run("out of the sandbox", func(t *testing.T) {
 		sc.case_(t)
-		s := s.in(t)
+		s := s.In(t)
 		dst := t.TempDir()
-		cmd := s.cmd("cp", name+":/tmp/big", dst+"/")
+		cmd := s.Cmd("cp", name+":/tmp/big", dst+"/")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +296,7 @@ func TestFaultKilledDuringCp(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(dst, "big")); err == nil {
 			t.Errorf("a killed copy left %s/big behind", dst)
 		}
-		if r := s.run("cp", name+":/tmp/big", dst+"/"); r.code != 0 {
+		if r := s.Run("cp", name+":/tmp/big", dst+"/"); r.Code != 0 {
 			t.Fatalf("the next copy: %s", r)
 		}
 		if fi, err := os.Stat(filepath.Join(dst, "big")); err != nil || fi.Size() != size {
@@ -308,13 +308,13 @@ func TestFaultKilledDuringCp(t *testing.T) {
 	})
 	t.Run("into the sandbox", func(t *testing.T) {
 		sc.case_(t)
-		s := s.in(t)
-		if r := s.run("exec", "-n", name, "--", "bash", "-c", "rm -f /tmp/big; mkdir /tmp/in"); r.code != 0 {
+		s := s.In(t)
+		if r := s.Run("exec", "-n", name, "--", "bash", "-c", "rm -f /tmp/big; mkdir /tmp/in"); r.Code != 0 {
 			t.Fatalf("%s", r)
 		}
 		// The test writes the tar stream itself and stops half way, so the copy is certainly
 		// mid-stream when it is killed, however fast the machine.
-		cmd := s.cmd("cp", "-", name+":/tmp/in/")
+		cmd := s.Cmd("cp", "-", name+":/tmp/in/")
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -330,19 +330,19 @@ func TestFaultKilledDuringCp(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, 30*time.Second, func() bool {
-			r := s.run("exec", "-n", name, "--", "bash", "-c", "ls -A /tmp/in")
-			return strings.Contains(r.stdout, ".sbx-cp-")
+			r := s.Run("exec", "-n", name, "--", "bash", "-c", "ls -A /tmp/in")
+			return strings.Contains(r.Stdout, ".sbx-cp-")
 		})
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
 		small := filepath.Join(t.TempDir(), "small")
 		writeFile(t, small, "small\n")
-		if r := s.run("cp", small, name+":/tmp/in/"); r.code != 0 {
+		if r := s.Run("cp", small, name+":/tmp/in/"); r.Code != 0 {
 			t.Fatalf("the next copy: %s", r)
 		}
 		// The killed copy's item must not be there at all; its staging must be gone.
-		r := s.run("exec", "-n", name, "--", "bash", "-c", "cd /tmp/in && for f in $(ls -A); do echo \"$f $(stat -c %s \"$f\")\"; done")
-		if got := strings.TrimSpace(r.stdout); got != "small 6" {
+		r := s.Run("exec", "-n", name, "--", "bash", "-c", "cd /tmp/in && for f in $(ls -A); do echo \"$f $(stat -c %s \"$f\")\"; done")
+		if got := strings.TrimSpace(r.Stdout); got != "small 6" {
 			t.Errorf("left in the sandbox after a killed copy and a new one: %q (%s)", got, r)
 		}
 	})

@@ -2,8 +2,6 @@ package adversarial_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,22 +12,16 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
 
 // run labels everything this run creates (sbx.test=run), so the final sweep finds leftovers.
-var run = func() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return "adv" + hex.EncodeToString(b)
-}()
+var run = clitest.Label("adv")
 
-// Built once in TestMain: the real sbx binary and the static probe.
-var (
-	sbxBin   string
-	probeBin string
-)
+// probeBin is the static probe, built once in TestMain; the sbx binary is clitest's.
+var probeBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(mainRun(m))
@@ -42,23 +34,16 @@ func mainRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	sbxBin, probeBin = filepath.Join(dir, "sbx"), filepath.Join(dir, "probe")
-	builds := []struct {
-		out, pkg string
-		env      []string
-	}{
-		{sbxBin, "github.com/sbx-sandbox/sbx", nil},
-		// Static, so it runs in any image; the sandbox's /tmp is noexec, so tests put it in
-		// the project, which is bind-mounted (read-only, but not noexec) at /workspace.
-		{probeBin, "github.com/sbx-sandbox/sbx/test/adversarial/probe", []string{"CGO_ENABLED=0"}},
-	}
-	for _, b := range builds {
-		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-		cmd.Env = append(os.Environ(), b.env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b.pkg, err, out)
-			return 1
-		}
+	defer clitest.RemoveBinary()
+	probeBin = filepath.Join(dir, "probe")
+	// Static, so it runs in any image; the sandbox's /tmp is noexec, so tests put it in the
+	// project, which is bind-mounted (read-only, but not noexec) at /workspace.
+	const probePkg = "github.com/sbx-sandbox/sbx/test/adversarial/probe"
+	cmd := exec.Command("go", "build", "-o", probeBin, probePkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", probePkg, err, out)
+		return 1
 	}
 	code := m.Run()
 	if err := sweep(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -73,29 +74,29 @@ func TestProbesFromInside(t *testing.T) {
 	sc := probesGroup.start(t)
 	s := newSBX(t)
 	ctx := context.Background()
-	installProbe(t, s.project, "probe", 0o755)
+	installProbe(t, s.Project, "probe", 0o755)
 	// The test runs as root on the host, so it can make what uid 1000 cannot make inside: a
 	// setuid-root binary, visible at /workspace/suid-probe.
 	if os.Geteuid() == 0 {
-		installProbe(t, s.project, "suid-probe", 0o4755)
+		installProbe(t, s.Project, "suid-probe", 0o4755)
 	}
 	if os.Getenv("DOCKER_HOST") == "" {
 		// Set it explicitly, so a leak of the caller's engine address would be visible inside.
 		home, _ := os.UserHomeDir()
 		if ep, err := engine.ResolveEndpoint(os.Getenv, home); err == nil {
-			s.env = append(s.env, "DOCKER_HOST="+ep.Host)
+			s.Env = append(s.Env, "DOCKER_HOST="+ep.Host)
 		}
 	}
 	name := sandboxName("probes")
-	if r := s.run("create", "-n", name); r.code != 0 {
+	if r := s.Run("create", "-n", name); r.Code != 0 {
 		t.Fatalf("create: %s", r)
 	}
-	info, err := s.eng.ContainerInspect(ctx, sandbox.ContainerName(name))
+	info, err := s.Eng.ContainerInspect(ctx, sandbox.ContainerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cgroupV2 := false
-	if sys, err := s.eng.Info(ctx); err == nil {
+	if sys, err := s.Eng.Info(ctx); err == nil {
 		cgroupV2 = sys.CgroupVersion == "2"
 	}
 
@@ -103,7 +104,7 @@ func TestProbesFromInside(t *testing.T) {
 	cases = append(cases, identityProbes(os.Geteuid() == 0)...)
 	cases = append(cases, kernelProbes()...)
 	cases = append(cases, networkProbes()...)
-	cases = append(cases, hostProbes(s, info.ID, filepath.Join(s.home, ".state", "sbx", "agent", name))...)
+	cases = append(cases, hostProbes(s, info.ID, filepath.Join(s.Home, ".state", "sbx", "agent", name))...)
 
 	results := map[string]map[string]probeResult{}
 	for _, user := range []string{sandboxUser, rootNoCaps} {
@@ -117,11 +118,11 @@ func TestProbesFromInside(t *testing.T) {
 		if user != "" {
 			args = append(args, "-u", user)
 		}
-		r := s.run(append(append(args, "--", "/workspace/probe"), ops...)...)
-		if r.code != 0 {
+		r := s.Run(append(append(args, "--", "/workspace/probe"), ops...)...)
+		if r.Code != 0 {
 			t.Fatalf("probe as %q: %s", user, r)
 		}
-		results[user] = parseProbe(t, r.stdout)
+		results[user] = parseProbe(t, r.Stdout)
 	}
 
 	hostAnswers := map[string]probeResult{}
@@ -334,7 +335,7 @@ type mount struct {
 // virtualFS are file systems that hold no host files.
 var virtualFS = []string{"proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "devtmpfs"}
 
-func hostProbes(s *sbx, containerID, agentDir string) []expect {
+func hostProbes(s *clitest.CLI, containerID, agentDir string) []expect {
 	h := func(name, op, value string) expect { return expect{area: "host", name: name, op: op, value: value} }
 	return []expect{
 		h("no DOCKER_HOST", "env:DOCKER_HOST", "unset"),
@@ -347,7 +348,7 @@ func hostProbes(s *sbx, containerID, agentDir string) []expect {
 			for _, kv := range vars {
 				name, _, _ := strings.Cut(kv, "=")
 				if strings.HasPrefix(name, "DOCKER_") || strings.HasPrefix(name, "SBX_") ||
-					strings.Contains(kv, s.marker) || strings.Contains(kv, s.home) || strings.Contains(kv, s.project) {
+					strings.Contains(kv, s.Marker) || strings.Contains(kv, s.Home) || strings.Contains(kv, s.Project) {
 					return fmt.Errorf("host variable inside: %s", kv)
 				}
 			}
@@ -374,8 +375,8 @@ func hostProbes(s *sbx, containerID, agentDir string) []expect {
 				switch {
 				case slices.Contains(virtualFS, m.FSType):
 				case m.Point == "/" && m.FSType == "overlay":
-				case m.Point == "/workspace" && strings.HasSuffix(s.project, m.Root):
-				case m.Point == sandbox.AgentMountPath && strings.HasPrefix(agentDir, s.home+"/") && strings.HasSuffix(agentDir, m.Root):
+				case m.Point == "/workspace" && strings.HasSuffix(s.Project, m.Root):
+				case m.Point == sandbox.AgentMountPath && strings.HasPrefix(agentDir, s.Home+"/") && strings.HasSuffix(agentDir, m.Root):
 					// The sandbox's own agent directory in sbx's state directory.
 				case m.Point == "/sbin/docker-init" || m.Point == "/usr/sbin/docker-init" || m.Point == "/dev/init":
 					// --init: the engine's own init binary, bound read-only.

@@ -59,24 +59,24 @@ func TestUntrustedProjectFile(t *testing.T) {
 			sc.case_(t)
 			s := newSBX(t)
 			name := sandboxName(fmt.Sprintf("untrusted%d", i))
-			s.write(".sbx.yaml", strings.NewReplacer("{home}", s.home, "{project}", s.project, "{name}", name).Replace(uf.file))
-			s.write("allow.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
-			writeFile(t, filepath.Join(s.home, ".bashrc"), "echo hi\n")
+			s.Write(".sbx.yaml", strings.NewReplacer("{home}", s.Home, "{project}", s.Project, "{name}", name).Replace(uf.file))
+			s.Write("allow.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
+			writeFile(t, filepath.Join(s.Home, ".bashrc"), "echo hi\n")
 			mark := filepath.Join(t.TempDir(), "ran-on-the-host")
-			s.env = append(s.env, "SBX_SECRET_TOKEN=hunter2-"+run)
-			r := s.run("exec", "-n", name, "--", "sh", "-c", "touch "+mark+"; hostname; echo token=$SBX_SECRET_TOKEN")
-			where := fmt.Sprintf("%s:%d: %s ", filepath.Join(s.project, ".sbx.yaml"), uf.line, uf.key)
-			if r.code != 125 || !strings.Contains(r.stderr, where) || !strings.Contains(r.stderr, "the project file is not trusted") ||
-				!strings.Contains(r.stderr, `hint: review `+filepath.Join(s.project, ".sbx.yaml")+`, then run "sbx trust"`) {
+			s.Env = append(s.Env, "SBX_SECRET_TOKEN=hunter2-"+run)
+			r := s.Run("exec", "-n", name, "--", "sh", "-c", "touch "+mark+"; hostname; echo token=$SBX_SECRET_TOKEN")
+			where := fmt.Sprintf("%s:%d: %s ", filepath.Join(s.Project, ".sbx.yaml"), uf.line, uf.key)
+			if r.Code != 125 || !strings.Contains(r.Stderr, where) || !strings.Contains(r.Stderr, "the project file is not trusted") ||
+				!strings.Contains(r.Stderr, `hint: review `+filepath.Join(s.Project, ".sbx.yaml")+`, then run "sbx trust"`) {
 				t.Errorf("want exit 125 naming %q as untrusted: %s", where, r)
 			}
-			if r.stdout != "" || strings.Contains(r.stderr, "hunter2") {
+			if r.Stdout != "" || strings.Contains(r.Stderr, "hunter2") {
 				t.Errorf("the command's output or the secret came out: %s", r)
 			}
 			if _, err := os.Stat(mark); err == nil {
 				t.Errorf("the command ran on the host")
 			}
-			if list := s.containers(name); len(list) > 0 {
+			if list := s.Containers(name); len(list) > 0 {
 				t.Errorf("a container was created: %s", list[0].Names)
 			}
 		})
@@ -89,25 +89,25 @@ func TestTrustedProjectFile(t *testing.T) {
 	sc := trustGroup.start(t)
 	s := newSBX(t)
 	name := sandboxName("trusted")
-	s.write("allow.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
-	file := "seccompProfile: " + s.project + "/allow.json\n"
-	s.write(".sbx.yaml", file)
+	s.Write("allow.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
+	file := "seccompProfile: " + s.Project + "/allow.json\n"
+	s.Write(".sbx.yaml", file)
 
 	t.Run("refused before trust", func(t *testing.T) {
 		sc.case_(t)
-		if r := s.in(t).run("exec", "-n", name, "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "seccompProfile") {
+		if r := s.In(t).Run("exec", "-n", name, "--", "true"); r.Code != 125 || !strings.Contains(r.Stderr, "seccompProfile") {
 			t.Errorf("untrusted: %s", r)
 		}
 	})
 	t.Run("trust shows what it loosens and records it", func(t *testing.T) {
 		sc.case_(t)
-		s := s.in(t)
-		r := s.run("trust", "--yes")
-		if r.code != 0 || r.stdout != "trusted "+filepath.Join(s.project, ".sbx.yaml")+"\n" ||
-			!strings.Contains(r.stderr, `line 1, every sandbox: seccompProfile "`+s.project+`/allow.json"`) {
+		s := s.In(t)
+		r := s.Run("trust", "--yes")
+		if r.Code != 0 || r.Stdout != "trusted "+filepath.Join(s.Project, ".sbx.yaml")+"\n" ||
+			!strings.Contains(r.Stderr, `line 1, every sandbox: seccompProfile "`+s.Project+`/allow.json"`) {
 			t.Fatalf("sbx trust --yes: %s", r)
 		}
-		if r := s.run("trust", "--list"); r.code != 0 || !strings.Contains(r.stdout, "current\t") {
+		if r := s.Run("trust", "--list"); r.Code != 0 || !strings.Contains(r.Stdout, "current\t") {
 			t.Errorf("sbx trust --list: %s", r)
 		}
 	})
@@ -115,44 +115,44 @@ func TestTrustedProjectFile(t *testing.T) {
 		sc.case_(t)
 		// The allow-all filter is in force: personality(ADDR_NO_RANDOMIZE), which sbx's
 		// built-in filter refuses with EPERM (see the control below), succeeds.
-		r := s.in(t).run("exec", "-n", name, "--", "python3", "-c", personalityProbe)
-		if r.code != 0 || r.stdout != "0 0\n" {
+		r := s.In(t).Run("exec", "-n", name, "--", "python3", "-c", personalityProbe)
+		if r.Code != 0 || r.Stdout != "0 0\n" {
 			t.Errorf("trusted: %s", r)
 		}
 	})
 	t.Run("one byte of change makes it untrusted again", func(t *testing.T) {
 		sc.case_(t)
-		s := s.in(t)
-		s.write(".sbx.yaml", file+" ")
-		r := s.run("exec", "-n", name, "--", "true")
-		if r.code != 125 || !strings.Contains(r.stderr, "seccompProfile") || !strings.Contains(r.stderr, "the project file changed since you trusted it on ") {
+		s := s.In(t)
+		s.Write(".sbx.yaml", file+" ")
+		r := s.Run("exec", "-n", name, "--", "true")
+		if r.Code != 125 || !strings.Contains(r.Stderr, "seccompProfile") || !strings.Contains(r.Stderr, "the project file changed since you trusted it on ") {
 			t.Errorf("changed: %s", r)
 		}
-		if r := s.run("trust", "--list"); !strings.Contains(r.stdout, "changed\t") {
+		if r := s.Run("trust", "--list"); !strings.Contains(r.Stdout, "changed\t") {
 			t.Errorf("sbx trust --list: %s", r)
 		}
 	})
 	t.Run("revoked", func(t *testing.T) {
 		sc.case_(t)
-		s := s.in(t)
-		s.write(".sbx.yaml", file)
-		if r := s.run("trust", "--revoke"); r.code != 0 || !strings.HasPrefix(r.stdout, "revoked ") {
+		s := s.In(t)
+		s.Write(".sbx.yaml", file)
+		if r := s.Run("trust", "--revoke"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "revoked ") {
 			t.Fatalf("revoke: %s", r)
 		}
-		if r := s.run("exec", "-n", name, "--", "true"); r.code != 125 || !strings.Contains(r.stderr, "the project file is not trusted") {
+		if r := s.Run("exec", "-n", name, "--", "true"); r.Code != 125 || !strings.Contains(r.Stderr, "the project file is not trusted") {
 			t.Errorf("after revoke: %s", r)
 		}
 	})
 	t.Run("memory 4g needs no trust", func(t *testing.T) {
 		sc.case_(t)
-		s := s.in(t)
-		s.write(".sbx.yaml", "memory: 4g\n")
-		r := s.run("exec", "-n", name+"-4g", "--", "sh", "-c", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
-		if r.code != 0 || r.stdout != "4294967296\n" {
+		s := s.In(t)
+		s.Write(".sbx.yaml", "memory: 4g\n")
+		r := s.Run("exec", "-n", name+"-4g", "--", "sh", "-c", "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max")
+		if r.Code != 0 || r.Stdout != "4294967296\n" {
 			t.Errorf("memory: 4g: %s", r)
 		}
 		// The control for the probe above: sbx's own filter refuses it.
-		if r := s.run("exec", "-n", name+"-4g", "--", "python3", "-c", personalityProbe); r.code != 0 || r.stdout != "-1 1\n" {
+		if r := s.Run("exec", "-n", name+"-4g", "--", "python3", "-c", personalityProbe); r.Code != 0 || r.Stdout != "-1 1\n" {
 			t.Errorf("personality under sbx's filter: %s", r)
 		}
 	})
