@@ -613,7 +613,9 @@ class Job:
             return self.done(False)
         self.phase = TERM
         self.marked.update((p, table[p][4]) for p in left)
-        sig_all(left + [-self.pid], _signal.SIGTERM)
+        # The group first, in one step: signalled one by one, a shell could see its child die
+        # of TERM and go on (even exec its next command) before its own TERM came.
+        sig_all([-self.pid] + left, _signal.SIGTERM)
         cancel(self.timers[0])
         self.timers = [later(self.grace, self.kill), later(POLL, self.poll)]
 
