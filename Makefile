@@ -32,7 +32,7 @@ staticcheck:
 
 ## shellcheck: the shell scripts sbx runs in sandboxes and images, and the test setup
 shellcheck:
-	shellcheck --norc -s bash pkg/sandbox/scripts/*.sh images/*.sh scripts/*.sh
+	shellcheck --norc -s bash pkg/sandbox/scripts/*.sh pkg/mcpserver/scripts/*.sh images/*.sh scripts/*.sh
 
 ## pyflakes: the agent, which runs in every sandbox on a bundled image
 pyflakes:

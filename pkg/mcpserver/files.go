@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -21,35 +22,20 @@ import (
 // commands see: its permissions, its read-only mounts. Exit codes 3 to 5 carry a reason for
 // the agent on stderr.
 
-// readScript prints the size of regular file $1, a newline, then up to $3 bytes from offset $2.
-const readScript = `f=$1 off=$2 lim=$3
-[ -e "$f" ] || { echo "no such file: $f" >&2; exit 3; }
-[ -f "$f" ] || { echo "not a regular file: $f" >&2; exit 4; }
-[ -r "$f" ] || { echo "permission denied: $f" >&2; exit 5; }
-sz=$(stat -L -c %s -- "$f") || exit 1
-echo "$sz"
-tail -c "+$((off + 1))" -- "$f" | head -c "$lim"`
+// readScript is the read_file tool's script: see its header.
+//
+//go:embed scripts/read_file.sh
+var readScript string
 
-// writeScript saves stdin as file $1: into a temporary file in the same directory, which
-// then replaces the target in one rename, so readers see the old file or the new one, never
-// a part. $2 = 1 creates missing parent directories. A new file gets mode 0644, a replaced
-// one keeps its mode.
-const writeScript = `f=$1 d=${1%/*}
-[ -n "$d" ] || d=/
-if [ "$2" = 1 ]; then mkdir -p -- "$d" || exit 1; fi
-[ -d "$d" ] || { echo "no such directory: $d (set createDirs to create it)" >&2; exit 3; }
-[ -d "$f" ] && { echo "is a directory: $f" >&2; exit 4; }
-t=$(mktemp -- "$d/.sbx-write.XXXXXXXX") || exit 1
-trap 'rm -f -- "$t"' EXIT
-cat >"$t" || exit 1
-if [ -e "$f" ]; then chmod --reference="$f" -- "$t" 2>/dev/null; else chmod 0644 -- "$t"; fi
-mv -fT -- "$t" "$f" || exit 1
-trap - EXIT`
+// writeScript is the write_file tool's script: see its header.
+//
+//go:embed scripts/write_file.sh
+var writeScript string
 
-// listScript lists directory $1 to depth $2 as NUL-terminated "TYPE<TAB>SIZE<TAB>PATH"
-// records, at most $3 + 1 of them, so the caller knows when there were more.
-const listScript = `[ -d "$1" ] || { echo "not a directory: $1" >&2; exit 3; }
-find "$1" -mindepth 1 -maxdepth "$2" -printf '%y\t%s\t%P\0' 2>/dev/null | head -z -n "$(($3 + 1))"`
+// listScript is the list_files tool's script: see its header.
+//
+//go:embed scripts/list_dir.sh
+var listScript string
 
 // maxListOutput bounds what listScript prints: MaxListEntries+1 records of a type, a size
 // and a path of at most 5 levels of names (255 bytes each) below the directory.
