@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/testenv"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -20,10 +22,7 @@ import (
 func Python3(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
-		if os.Getenv("SBX_REQUIRE_PYTHON3") == "1" {
-			t.Fatalf("SBX_REQUIRE_PYTHON3=1 but the host has no python3: %v", err)
-		}
-		t.Skip("needs python3 on the host (set SBX_REQUIRE_PYTHON3=1 to fail instead)")
+		testenv.Missing(t, "SBX_REQUIRE_PYTHON3", "the host has no python3: %v", err)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/internal/testenv"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
@@ -29,10 +31,7 @@ func RealEngine(t testing.TB) engine.Engine {
 			return cli
 		}
 	}
-	if os.Getenv("SBX_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("SBX_REQUIRE_DOCKER=1 but no Docker engine answers: %v", err)
-	}
-	t.Skipf("integration test needs a Docker engine (set SBX_REQUIRE_DOCKER=1 to fail instead): %v", err)
+	testenv.Missing(t, "SBX_REQUIRE_DOCKER", "no Docker engine answers: %v", err)
 	return nil
 }
 
