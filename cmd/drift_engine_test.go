@@ -45,6 +45,15 @@ func TestCLIDriftSameKeys(t *testing.T) {
 	if keys := changedKeys(t, r.Stderr); !slices.Equal(keys, want) {
 		t.Errorf("create: keys %v, want %v", keys, want)
 	}
+
+	// A create flag other than the one the sandbox was made with is a change too.
+	r = c.Run("create", "-n", name, "--pids-limit", "300")
+	if r.Code != 125 {
+		t.Fatalf("create --pids-limit 300: %d %q", r.Code, r.Stderr)
+	}
+	if keys, want := changedKeys(t, r.Stderr), []string{"env", "memory", "memorySwap", "pidsLimit"}; !slices.Equal(keys, want) {
+		t.Errorf("create --pids-limit 300: keys %v, want %v", keys, want)
+	}
 }
 
 // changedKeys reads the keys of "(changed: a, b)" in sbx's drift warning or error.

@@ -49,29 +49,39 @@ func (rv *Resolver) SpecInput(r *config.Resolved) (SpecInput, error) {
 // names) under its name, with the flag settings it was created with and the ports it
 // publishes.
 func (rv *Resolver) Resolve(sb *Sandbox) (SpecInput, error) {
+	return rv.resolve(sb, nil)
+}
+
+// resolve is Resolve with the flag settings given now (sbx create's) in place of those the
+// sandbox was created with, key by key.
+func (rv *Resolver) resolve(sb *Sandbox, now []config.Setting) (SpecInput, error) {
 	key := sb.Labels[LabelProject] + "\x00" + sb.Labels[LabelCreateSettings] + "\x00" + sb.Labels[LabelConfig]
-	rv.mu.Lock()
-	in, ok := rv.memo[key]
-	rv.mu.Unlock()
-	if ok {
-		in.Name = sb.Name
-		return in, nil
+	if len(now) == 0 {
+		rv.mu.Lock()
+		in, ok := rv.memo[key]
+		rv.mu.Unlock()
+		if ok {
+			in.Name = sb.Name
+			return in, nil
+		}
 	}
 	settings, err := sb.CreateSettings()
 	if err != nil {
 		return SpecInput{}, err
 	}
+	settings = overlaySettings(settings, now)
 	inputs := rv.Inputs
 	inputs.Name, inputs.ProjectDir, inputs.Flags = sb.Name, sb.Labels[LabelProject], settings
 	r, err := config.Resolve(inputs)
 	if err != nil {
 		return SpecInput{}, err
 	}
-	if in, err = rv.SpecInput(r); err != nil {
+	in, err := rv.SpecInput(r)
+	if err != nil {
 		return SpecInput{}, err
 	}
 	in.Ports, in.CreateSettings = sb.PublishedPorts(), settings
-	if !r.DependsOnName() {
+	if len(now) == 0 && !r.DependsOnName() {
 		rv.mu.Lock()
 		if rv.memo == nil {
 			rv.memo = map[string]SpecInput{}
@@ -80,6 +90,24 @@ func (rv *Resolver) Resolve(sb *Sandbox) (SpecInput, error) {
 		rv.mu.Unlock()
 	}
 	return in, nil
+}
+
+// overlaySettings is base with every key that now sets replaced by now's settings of it.
+func overlaySettings(base, now []config.Setting) []config.Setting {
+	if len(now) == 0 {
+		return base
+	}
+	given := map[string]bool{}
+	for _, s := range now {
+		given[s.Key] = true
+	}
+	var out []config.Setting
+	for _, s := range base {
+		if !given[s.Key] {
+			out = append(out, s)
+		}
+	}
+	return append(out, now...)
 }
 
 // Drift is whether a sandbox's configuration is current, and what it should be.
@@ -104,7 +132,9 @@ type Drift struct {
 // from the directory it runs in (create, exec, explain). When it hashes to the stored hash
 // the sandbox is what the command asks for, and current, without reading the files again; for
 // a command without flags this is the rule's answer too, since flag settings applied again
-// to a config that already carries them change nothing. Otherwise asked plays no part.
+// to a config that already carries them change nothing. Otherwise only asked's own flag
+// settings (CreateSettings: sbx create's flags) play a part: they take the place of the ones
+// sb was created with, so "sbx create --memory 2g" on a sandbox made with 600m names memory.
 //
 // An error means sb's configuration cannot be resolved again (its project is gone, a setting
 // it was created with is refused now, its labels are unreadable): whether it is current is
@@ -119,7 +149,11 @@ func (rv *Resolver) Drift(sb *Sandbox, asked *SpecInput) (*Drift, error) {
 			return &Drift{Current: true, Want: *asked}, nil
 		}
 	}
-	want, err := rv.Resolve(sb)
+	var now []config.Setting
+	if asked != nil {
+		now = asked.CreateSettings
+	}
+	want, err := rv.resolve(sb, now)
 	if err != nil {
 		return nil, err
 	}

@@ -129,6 +129,25 @@ func TestDriftMeasuresAgainstTheCreateFlags(t *testing.T) {
 	}
 }
 
+// sbx create's flags are what it asks for now: one that differs from the flag the sandbox was
+// created with is a change, while the flags it does not give keep their old settings.
+func TestDriftCountsCreateFlagsGivenNow(t *testing.T) {
+	p := newProject(t, "")
+	sb := sandboxOf(t, p.resolve("web", flag("memory", "600m"), flag("env", "FROM_FLAG=1")))
+	asked := p.resolve("web", flag("memory", "2g"))
+	d, err := p.rv.Drift(sb, &asked)
+	if err != nil || d.Current || !slices.Equal(d.Keys, []string{"memory", "memorySwap"}) {
+		t.Fatalf("%+v %v, want memory and memorySwap changed", d, err)
+	}
+	if d.Want.Config.Memory != 2<<30 || d.Want.Config.Env["FROM_FLAG"] != "1" {
+		t.Errorf("recreating would not apply the new flag or would drop the old one: %+v", d.Want.Config)
+	}
+	asked = p.resolve("web", flag("memory", "600m"))
+	if d, err := p.rv.Drift(sb, &asked); err != nil || !d.Current {
+		t.Errorf("the same flag again: %+v %v, want current", d, err)
+	}
+}
+
 // A sandbox belongs to the project its label names: a command run elsewhere resolves that
 // project, not its own directory.
 func TestDriftResolvesTheSandboxesOwnProject(t *testing.T) {
