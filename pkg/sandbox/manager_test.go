@@ -342,8 +342,8 @@ func TestCreateOverridesImageLabels(t *testing.T) {
 	}
 }
 
-// Prune's sweep removes only the leftovers of sandboxes sbx made: state files and workspace
-// volumes of valid names whose sandbox is gone.
+// Prune's sweep removes only the leftovers of sandboxes sbx made: state files, agent
+// directories, workspace volumes and networks of valid names whose sandbox is gone.
 func TestFindOrphans(t *testing.T) {
 	vol := func(name string, labels map[string]string) *volume.Volume {
 		return &volume.Volume{Name: name, Labels: labels}
@@ -376,12 +376,22 @@ func TestFindOrphans(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(m.State.Dir, "Bad.json"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	agentDirs := filepath.Join(m.State.Dir, "agent")
+	for _, d := range []string{"gone", "live", "Bad"} {
+		if err := os.MkdirAll(filepath.Join(agentDirs, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(agentDirs, "linked")); err != nil {
+		t.Fatal(err)
+	}
 	o, err := m.FindOrphans(context.Background(), []*sandbox.Sandbox{{Name: "live"}}, sandbox.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net"}) {
-		t.Errorf("orphans %+v, want state file gone, volume sbx-gone-ws and network sbx-gone-net", o)
+	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.AgentDirs, []string{"gone"}) || !slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) ||
+		!slices.Equal(o.Networks, []string{"sbx-gone-net"}) {
+		t.Errorf("orphans %+v, want state file, agent directory, volume sbx-gone-ws and network sbx-gone-net of gone", o)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,12 +172,23 @@ func (m *Manager) exclusiveLease(ctx context.Context, name string) (*Lease, erro
 	return &Lease{f: f}, nil
 }
 
-// Orphans are leftovers of removed sandboxes: state files and labelled workspace volumes
-// whose container is gone.
+// Orphans are leftovers of removed sandboxes: state files, agent directories, labelled
+// workspace volumes and networks whose container is gone.
 type Orphans struct {
 	StateFiles []string
-	Volumes    []string
-	Networks   []string
+	// AgentDirs name sandboxes whose agent directory is left (an sbx killed during rm).
+	AgentDirs []string
+	Volumes   []string
+	Networks  []string
+}
+
+// All lists every leftover, the agent directories as "agent/NAME".
+func (o Orphans) All() []string {
+	all := slices.Concat(o.StateFiles, o.Volumes, o.Networks)
+	for _, n := range o.AgentDirs {
+		all = append(all, "agent/"+n)
+	}
+	return all
 }
 
 // FindOrphans lists leftovers that match filter, given the sandboxes that still exist. A state
@@ -194,6 +206,14 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 	for _, n := range names {
 		if !alive[n] && filter.Match(&Sandbox{Name: n}) {
 			o.StateFiles = append(o.StateFiles, n)
+		}
+	}
+	if names, err = m.State.agentNames(); err != nil {
+		return o, err
+	}
+	for _, n := range names {
+		if !alive[n] && filter.Match(&Sandbox{Name: n}) {
+			o.AgentDirs = append(o.AgentDirs, n)
 		}
 	}
 	vols, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
@@ -221,6 +241,11 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 			first = err
 		}
 	}
+	for _, n := range o.AgentDirs {
+		if err := m.removeOrphanAgentDir(ctx, n); err != nil && first == nil {
+			first = err
+		}
+	}
 	for _, v := range o.Volumes {
 		if err := m.Engine.VolumeRemove(ctx, v, false); err != nil && first == nil {
 			first = engineErr("removing volume "+v, err)
@@ -232,6 +257,30 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 		}
 	}
 	return first
+}
+
+// removeOrphanAgentDir removes the agent directory of sandbox name, unless a start holds its
+// lock or the sandbox exists again (a create since FindOrphans listed it).
+func (m *Manager) removeOrphanAgentDir(ctx context.Context, name string) error {
+	lock, err := flockFile(ctx, m.State.agentLock(name), true, false)
+	if errors.Is(err, errLocked) {
+		return nil // a start holds it: the directory is in use
+	}
+	if err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q: taking its start lock: %w", name, err), "")
+	}
+	defer lock.Close()
+	if _, err := m.Engine.ContainerInspect(ctx, ContainerName(name)); !cerrdefs.IsNotFound(err) {
+		if err != nil {
+			return engineErr(fmt.Sprintf("checking sandbox %q before removing its agent directory", name), err)
+		}
+		return nil
+	}
+	if err := m.State.remove(m.State.agentDir(name)); err != nil {
+		return errs.Failure(fmt.Errorf("removing the agent directory of removed sandbox %q: %w", name, err),
+			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
+	}
+	return m.State.remove(m.State.agentLock(name))
 }
 
 // HumanDuration prints d the way ls and prune show ages: 45s, 12m, 5h, 3d.

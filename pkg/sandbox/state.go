@@ -34,6 +34,25 @@ func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir,
 // the name every time, never read from a label, which an image can set.
 func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
 
+// agentNames lists the sandboxes that have an agent directory: directories, not links, under
+// names sbx could have given.
+func (s *StateStore) agentNames() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.Dir, "agent"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading agent directories: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && config.ValidName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
 // agentLock is the lock file held while sandbox name starts with its agent (agent.go): beside
 // the agent directories, out of every sandbox's reach, under a name no sandbox can have.
 func (s *StateStore) agentLock(name string) string {
