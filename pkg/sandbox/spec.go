@@ -328,7 +328,7 @@ func (s *Spec) VolumeSpec() *volume.CreateOptions {
 // ConfigShape returns the canonical JSON of the keys that shape the container, and its SHA-256.
 // Go's encoder sorts map keys, so equal configs give equal bytes.
 func ConfigShape(cfg config.Config, projectRoot string) (shape, hash string, err error) {
-	return configShape(cfg, projectRoot, nil)
+	return configShape(cfg, projectRoot, nil, nil)
 }
 
 // Shape is ConfigShape plus the published ports, which shape the container too. Without
@@ -338,20 +338,27 @@ func (in SpecInput) Shape() (shape, hash string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	return configShape(in.Config, in.ProjectRoot, ports)
+	return configShape(in.Config, in.ProjectRoot, ports, in.SeccompJSON)
 }
 
-func configShape(cfg config.Config, projectRoot string, ports []string) (shape, hash string, err error) {
+// configShape is the shape of cfg; seccomp is the content of cfg's seccomp profile file, whose
+// digest stands beside its path, so an edit of the file is a change like any other.
+func configShape(cfg config.Config, projectRoot string, ports []string, seccomp []byte) (shape, hash string, err error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
 	}
-	key := string(raw) + "\x00" + projectRoot + "\x00" + strings.Join(ports, "\x00")
+	var seccompSum string
+	if cfg.SeccompProfile != "" && seccomp != nil {
+		sum := sha256.Sum256(seccomp)
+		seccompSum = hex.EncodeToString(sum[:])
+	}
+	key := string(raw) + "\x00" + projectRoot + "\x00" + strings.Join(ports, "\x00") + "\x00" + seccompSum
 	if v, ok := shapeMemo.Load(key); ok {
 		r := v.([2]string)
 		return r[0], r[1], nil
 	}
-	shape, hash, err = shapeOf(cfg, raw, projectRoot, ports)
+	shape, hash, err = shapeOf(cfg, raw, projectRoot, ports, seccompSum)
 	if err == nil {
 		shapeMemo.Store(key, [2]string{shape, hash})
 	}
@@ -362,7 +369,7 @@ func configShape(cfg config.Config, projectRoot string, ports []string) (shape, 
 // sandboxes share a config. The inputs a process sees are few.
 var shapeMemo sync.Map
 
-func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) (shape, hash string, err error) {
+func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, seccompSum string) (shape, hash string, err error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &all); err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
@@ -380,8 +387,11 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) 
 		// Likewise: sandboxes made on the shared bridge show this as changed.
 		kept["ownNetwork"], _ = json.Marshal(true)
 	}
-	if cfg.SeccompProfile == "" {
+	switch {
+	case cfg.SeccompProfile == "":
 		kept["seccompProfile"], _ = json.Marshal(DefaultSeccompID())
+	case seccompSum != "":
+		kept["seccompProfile"], _ = json.Marshal(cfg.SeccompProfile + " sha256:" + seccompSum)
 	}
 	if len(ports) > 0 {
 		kept["ports"], _ = json.Marshal(ports)

@@ -484,3 +484,26 @@ func TestConfigHashProtectedPaths(t *testing.T) {
 		t.Error("an empty list and no list differ")
 	}
 }
+
+// A seccomp profile kept in a file shapes the sandbox by its content, not only its path: an
+// edit of the file is a change that names seccompProfile.
+func TestConfigHashSeccompContent(t *testing.T) {
+	profile := func(content string) func(*SpecInput) {
+		return func(in *SpecInput) {
+			in.Config.SeccompProfile = "/home/u/app/seccomp.json"
+			in.SeccompJSON = []byte(content)
+		}
+	}
+	a := buildTestSpec(t, profile(`{"defaultAction":"SCMP_ACT_ERRNO"}`))
+	b := buildTestSpec(t, profile(`{"defaultAction":"SCMP_ACT_ERRNO"}`))
+	c := buildTestSpec(t, profile(`{"defaultAction":"SCMP_ACT_ALLOW"}`))
+	if a.Hash != b.Hash {
+		t.Error("the same profile gave another hash")
+	}
+	if a.Hash == c.Hash {
+		t.Fatal("an edit of the profile file left the hash as it was")
+	}
+	if got := ShapeDiff(a.Shape, c.Shape); !reflect.DeepEqual(got, []string{"seccompProfile"}) {
+		t.Errorf("changed keys %v, want seccompProfile", got)
+	}
+}
