@@ -46,7 +46,9 @@ type Report struct {
 	OrphanStates []string      `json:"orphanStateFiles"`
 	// OrphanAgentDirs name removed sandboxes whose agent directory was left behind.
 	OrphanAgentDirs []string `json:"orphanAgentDirs"`
-	OrphanVolumes   []string `json:"orphanVolumes"`
+	// OrphanCADirs name removed sandboxes whose CA bundle's directory was left behind.
+	OrphanCADirs  []string `json:"orphanCADirs"`
+	OrphanVolumes []string `json:"orphanVolumes"`
 	// OrphanNetworks are networks of their own (network: bridge) of removed sandboxes.
 	OrphanNetworks []string `json:"orphanNetworks"`
 	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
@@ -164,7 +166,7 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		return err
 	}
 	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{}, Busy: []RemovedItem{}, NotOurs: []RemovedItem{},
-		OrphanStates: nonNil(orphans.StateFiles), OrphanAgentDirs: nonNil(orphans.AgentDirs), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
+		OrphanStates: nonNil(orphans.StateFiles), OrphanAgentDirs: nonNil(orphans.AgentDirs), OrphanCADirs: nonNil(orphans.CADirs), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
 		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
 	for _, c := range notOurs {
 		rep.NotOurs = append(rep.NotOurs, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
