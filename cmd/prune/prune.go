@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,11 +40,15 @@ type PruneOptions struct {
 
 // Report is the --json output of "sbx prune". Field names are stable.
 type Report struct {
-	DryRun        bool          `json:"dryRun"`
-	Removed       []RemovedItem `json:"removed"`
-	Failed        []RemovedItem `json:"failed"`
-	OrphanStates  []string      `json:"orphanStateFiles"`
-	OrphanVolumes []string      `json:"orphanVolumes"`
+	DryRun       bool          `json:"dryRun"`
+	Removed      []RemovedItem `json:"removed"`
+	Failed       []RemovedItem `json:"failed"`
+	OrphanStates []string      `json:"orphanStateFiles"`
+	// OrphanAgentDirs name removed sandboxes whose agent directory was left behind.
+	OrphanAgentDirs []string `json:"orphanAgentDirs"`
+	// OrphanCADirs name removed sandboxes whose CA bundle's directory was left behind.
+	OrphanCADirs  []string `json:"orphanCADirs"`
+	OrphanVolumes []string `json:"orphanVolumes"`
 	// OrphanNetworks are networks of their own (network: bridge) of removed sandboxes.
 	OrphanNetworks []string `json:"orphanNetworks"`
 	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
@@ -163,17 +166,18 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		return err
 	}
 	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{}, Busy: []RemovedItem{}, NotOurs: []RemovedItem{},
-		OrphanStates: nonNil(orphans.StateFiles), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
+		OrphanStates: nonNil(orphans.StateFiles), OrphanAgentDirs: nonNil(orphans.AgentDirs), OrphanCADirs: nonNil(orphans.CADirs), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
 		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
 	for _, c := range notOurs {
 		rep.NotOurs = append(rep.NotOurs, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
 	}
 
-	if !opts.Force && !opts.DryRun && len(cands)+len(orphans.StateFiles)+len(orphans.Volumes)+len(orphans.Networks) > 0 {
+	leftovers := orphans.All()
+	if !opts.Force && !opts.DryRun && len(cands)+len(leftovers) > 0 {
 		for _, c := range cands {
 			fmt.Fprintf(opts.IO.ErrOut, "  %s (%s)\n", c.Sandbox.Name, c.Reason)
 		}
-		if n := len(orphans.StateFiles) + len(orphans.Volumes) + len(orphans.Networks); n > 0 {
+		if n := len(leftovers); n > 0 {
 			fmt.Fprintf(opts.IO.ErrOut, "  %d leftovers of removed sandboxes\n", n)
 		}
 		if !cmdutil.Confirm(opts.IO, fmt.Sprintf("Remove %d sandboxes? [y/N] ", len(cands))) {
@@ -216,8 +220,8 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		for _, it := range rep.Removed {
 			fmt.Fprintf(opts.IO.Out, "%s %s (%s)\n", verb, it.Name, it.Reason)
 		}
-		if left := slices.Concat(rep.OrphanStates, rep.OrphanVolumes, rep.OrphanNetworks); len(left) > 0 {
-			fmt.Fprintf(opts.IO.Out, "%s %d leftovers: %s\n", verb, len(left), strings.Join(left, ", "))
+		if len(leftovers) > 0 {
+			fmt.Fprintf(opts.IO.Out, "%s %d leftovers: %s\n", verb, len(leftovers), strings.Join(leftovers, ", "))
 		}
 		for _, it := range rep.Busy {
 			opts.IO.Progressf("kept %s: a command is in flight (--busy removes it anyway)\n", it.Name)

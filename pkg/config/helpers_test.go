@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/cacerts/cacertstest"
 )
 
 // fixture is a project and a home directory in temp dirs, with the environment and flags
@@ -20,6 +22,9 @@ type fixture struct {
 	hostCPUs   int
 	// trusted makes the project file, as it is when Resolve runs, one the user trusted.
 	trusted bool
+	// hostCAs is where caCerts: host looks: ~/.host-cas, empty unless a test writes there.
+	hostCAs string
+	caPEM   string // ca's certificate
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -31,7 +36,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	return &fixture{t: t, home: home, root: root, env: map[string]string{}, hostCPUs: 4}
+	return &fixture{t: t, home: home, root: root, env: map[string]string{}, hostCPUs: 4, hostCAs: filepath.Join(home, ".host-cas")}
 }
 
 // path maps "~/x" into the home, "/abs" unchanged, and anything else into the project.
@@ -66,6 +71,14 @@ func (f *fixture) mkdir(p string) string {
 		f.t.Fatal(err)
 	}
 	return full
+}
+
+// ca is a CA certificate as PEM, the same one for the whole fixture.
+func (f *fixture) ca() string {
+	if f.caPEM == "" {
+		f.caPEM = string(cacertstest.CA(f.t, "test CA"))
+	}
+	return f.caPEM
 }
 
 func (f *fixture) userFile(content string) string {
@@ -104,6 +117,7 @@ func (f *fixture) inputs() Inputs {
 		HostCPUs:    f.hostCPUs,
 		GitTopLevel: func(string) (string, bool) { return "", false },
 		FileOwner:   func(string) (int, int, error) { return 1234, 5678, nil },
+		HostCADirs:  []string{f.hostCAs},
 	}
 }
 

@@ -216,6 +216,11 @@ var looseningRules = map[string]func(j *judge){
 			j.add("runtime", rt, "runs the sandbox under the runtime "+rt+", whose isolation sbx cannot vouch for")
 		}
 	},
+	"caCerts": func(j *judge) {
+		if ca := j.full.Config.CACerts; ca != "" && ca != j.base.Config.CACerts {
+			j.add("caCerts", ca, "makes the sandbox's tools trust "+caText(ca)+": whoever holds those CAs' keys can read and change its HTTPS traffic unnoticed")
+		}
+	},
 	"dns": func(j *judge) {
 		for i, d := range j.full.Config.DNS {
 			if !slices.Contains(j.base.Config.DNS, d) {

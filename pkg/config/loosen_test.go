@@ -75,9 +75,13 @@ func TestLoosening(t *testing.T) {
 		{name: "a sandbox section loosens its sandbox", file: "sandboxes:\n  web:\n    network: bridge\n", sandbox: "web", want: []string{"network:3"}},
 		{name: "a sandbox section of another sandbox", file: "sandboxes:\n  web:\n    network: bridge\n", sandbox: "api"},
 		{name: "env is the sandbox's own", file: "env: {FOO: bar}\nworkdir: /workspace/src\n"},
+		{name: "a CA from the repository", file: "caCerts: ca.pem\n", want: []string{"caCerts:1"}, allows: "trust the CAs in "},
+		{name: "the host's CAs", file: "caCerts: host\n", want: []string{"caCerts:1"}, allows: "read and change its HTTPS traffic"},
+		{name: "no extra CAs", file: "caCerts: none\n", userFile: "caCerts: host\n"},
 
 		// What the user's own layers say is not the file's doing.
 		{name: "the user chose bridge too", file: "network: bridge\n", userFile: "network: bridge\n"},
+		{name: "the user chose the host's CAs too", file: "caCerts: host\n", userFile: "caCerts: host\n"},
 		{name: "a flag overrides the file", file: "network: bridge\n", flags: map[string]string{"network": "none"}},
 		{name: "the user's ceiling", file: "memory: 4g\n", userFile: "limits:\n  memory: 2g\n", want: []string{"memory:1"}, allows: "limits.memory (2g)"},
 		{name: "the user's own memory is above the ceiling", file: "memory: 12g\n", userFile: "memory: 16g\n"},
@@ -91,6 +95,8 @@ func TestLoosening(t *testing.T) {
 			f.write("data/x", "x")
 			f.write("allow.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
 			f.write("~/.bashrc", "echo hi\n")
+			f.write("ca.pem", f.ca())
+			f.write("~/.host-cas/corp.crt", f.ca())
 			if tt.userFile != "" {
 				f.userFile(tt.userFile)
 			}

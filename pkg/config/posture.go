@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 )
 
 // Posture levels: at the safe default, weakened with a stated risk, or dangerous.
@@ -123,6 +124,10 @@ func Posture(r *Resolved) []PostureItem {
 	default:
 		add("runtime", "runtime", LevelOK, rt, "")
 	}
+	if c.CACerts != "" {
+		add("CA certificates", "caCerts", LevelWeak, "tools trust "+caText(c.CACerts)+" besides the image's own",
+			"whoever holds those CAs' keys can read and change the sandbox's HTTPS traffic unnoticed")
+	}
 	if len(c.PassEnv) == 0 {
 		add("host variables", "passEnv", LevelOK, "none of your environment reaches commands", "")
 	} else {
@@ -146,6 +151,14 @@ func Posture(r *Resolved) []PostureItem {
 		add("break-glass", s.key, LevelDanger, s.key+" is on", s.unlocks)
 	}
 	return out
+}
+
+// caText names the CAs a caCerts value adds.
+func caText(ca string) string {
+	if ca == cacerts.Host {
+		return "the CAs added to this machine's system store"
+	}
+	return "the CAs in " + ca
 }
 
 type switchInfo struct{ key, unlocks string }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -38,6 +39,8 @@ type Inputs struct {
 	HostMemory int64
 	// Trust holds the project files the user trusted; nil trusts none.
 	Trust *TrustStore
+	// HostCADirs are where caCerts: host looks; nil means cacerts.HostDirs.
+	HostCADirs []string
 
 	// GitTopLevel finds the git top-level of a directory; nil walks up for .git.
 	GitTopLevel func(dir string) (string, bool)
@@ -88,7 +91,13 @@ type Resolved struct {
 	bindSpecs    []string // binds as written, parallel to Config.Binds
 	nameSpecific bool     // a config file has a sandboxes: section
 	sections     []string // the sandbox sections of the project file
+	caPEM        []byte   // the certificates caCerts names, as read for validation
+	caErr        error    // why they could not be read
 }
+
+// CACertsPEM returns the certificates caCerts names, as PEM, read once while resolving: the
+// sandbox gets exactly what validation checked.
+func (r *Resolved) CACertsPEM() []byte { return r.caPEM }
 
 // ProjectSections lists the names of the project file's sandboxes: sections, whose settings
 // apply only to the sandbox of that name.
@@ -213,7 +222,7 @@ func Resolve(in Inputs) (*Resolved, error) {
 
 	r.build(layers, in.FileOwner, in.HostMemory)
 	if projectLayer >= 0 {
-		base := &Resolved{Name: r.Name, ProjectRoot: r.ProjectRoot, HostCPUs: r.HostCPUs, home: r.home}
+		base := &Resolved{Name: r.Name, ProjectRoot: r.ProjectRoot, WorkingDir: r.WorkingDir, HostCPUs: r.HostCPUs, home: r.home}
 		base.build(slices.Delete(slices.Clone(layers), projectLayer, projectLayer+1), in.FileOwner, in.HostMemory)
 		r.Loosenings = loosenings(base, r)
 		if !r.Trust.Trusted() {
@@ -221,6 +230,7 @@ func Resolve(in Inputs) (*Resolved, error) {
 		}
 	}
 
+	r.caPEM, r.caErr = cacerts.Read(r.Config.CACerts, cacerts.Options{Guard: r.ProjectRoot, HostDirs: in.HostCADirs})
 	refused, warnings := Validate(r)
 	r.Problems = append(problems, refused...)
 	r.Warnings = append(r.Warnings, warnings...)
@@ -399,6 +409,23 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 				}
 			}
 		}
+	}
+	switch p := c.CACerts; {
+	case strings.EqualFold(p, "none"):
+		c.CACerts = ""
+	case strings.EqualFold(p, cacerts.Host):
+		c.CACerts = cacerts.Host
+	case p == "":
+	case filepath.IsAbs(p):
+		c.CACerts = filepath.Clean(p)
+	default:
+		// As a path in a file is read: from the file's directory; from SBX_CA_CERTS, from the
+		// working directory.
+		base := r.WorkingDir
+		if f := r.Sources["caCerts"].File; f != "" {
+			base = filepath.Dir(f)
+		}
+		c.CACerts = filepath.Join(base, p)
 	}
 	for i := range c.Binds {
 		if filepath.IsAbs(c.Binds[i].Source) {

@@ -406,3 +406,67 @@ func TestProfileHomeBelongsToTheSandboxUser(t *testing.T) {
 		t.Errorf("default user: %q", got)
 	}
 }
+
+// A relative caCerts path starts at the directory of the file that sets it; from the
+// environment, at the working directory (the project root here).
+func TestCACertsResolve(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cert string            // where a certificate is written; "@" is the project root
+		file map[string]string // config files by path (@/.sbx.yaml, ~/.config/sbx/config.yaml, ~/other/sbx.yaml)
+		env  string            // SBX_CA_CERTS
+		want string            // the value resolved; $H is the home
+		src  string            // where explain says it came from
+	}{
+		{name: "none by default", want: "", src: "default"},
+		{name: "a file of the project", cert: "certs/corp.pem", file: map[string]string{ProjectFileName: "caCerts: certs/corp.pem\n"},
+			want: "@/certs/corp.pem", src: "project:@/.sbx.yaml:1"},
+		{name: "a directory beside the user's file", cert: "~/.config/sbx/cas/corp.crt", file: map[string]string{"~/.config/sbx/config.yaml": "memory: 2g\ncaCerts: cas\n"},
+			want: "$H/.config/sbx/cas", src: "user:$H/.config/sbx/config.yaml:2"},
+		{name: "beside the --config file", cert: "~/other/corp.pem", file: map[string]string{"~/other/sbx.yaml": "caCerts: ./corp.pem\n"},
+			want: "$H/other/corp.pem", src: "config:$H/other/sbx.yaml:1"},
+		{name: "SBX_CA_CERTS from the working directory", cert: "corp.pem", env: "corp.pem", want: "@/corp.pem", src: "env:SBX_CA_CERTS"},
+		{name: "an absolute path", cert: "~/corp.pem", env: "$H/corp.pem", want: "$H/corp.pem", src: "env:SBX_CA_CERTS"},
+		{name: "host", cert: "~/.host-cas/corp.crt", file: map[string]string{"~/.config/sbx/config.yaml": "caCerts: Host\n"},
+			want: "host", src: "user:$H/.config/sbx/config.yaml:1"},
+		{name: "none turns the user's off", cert: "~/.host-cas/corp.crt", file: map[string]string{"~/.config/sbx/config.yaml": "caCerts: host\n", ProjectFileName: "caCerts: none\n"},
+			want: "", src: "project:@/.sbx.yaml:1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			repl := strings.NewReplacer("@", f.root, "$H", f.home)
+			if tt.cert != "" {
+				f.write(tt.cert, f.ca())
+			}
+			for p, content := range tt.file {
+				if full := f.write(p, content); strings.HasPrefix(p, "~/other/") {
+					f.configFile = full
+				}
+			}
+			if tt.env != "" {
+				f.env["SBX_CA_CERTS"] = repl.Replace(tt.env)
+			}
+			_, err := os.Stat(filepath.Join(f.root, ProjectFileName))
+			f.trusted = err == nil
+			r := f.mustResolve()
+			if got, want := r.Config.CACerts, repl.Replace(tt.want); got != want {
+				t.Errorf("caCerts = %q, want %q", got, want)
+			}
+			if got, want := r.Source("caCerts").String(), repl.Replace(tt.src); got != want {
+				t.Errorf("source %q, want %q", got, want)
+			}
+			if got := string(r.CACertsPEM()); (tt.want != "") != (got == f.ca()) {
+				t.Errorf("certificates read: %q", got)
+			}
+			var posture []string
+			for _, p := range Posture(r) {
+				if p.Key == "caCerts" {
+					posture = append(posture, p.Level+": "+p.Detail)
+				}
+			}
+			if tt.want != "" && (len(posture) != 1 || !strings.HasPrefix(posture[0], LevelWeak+": tools trust the CAs")) || tt.want == "" && posture != nil {
+				t.Errorf("posture: %q", posture)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ type Config struct {
 	SeccompProfile  string            `json:"seccompProfile"`  // "" = sbx's built-in profile, else a file path
 	ApparmorProfile string            `json:"apparmorProfile"` // "" = engine default
 	Runtime         string            `json:"runtime"`         // "" = engine default
+	CACerts         string            `json:"caCerts"`         // "" = none, "host", else an absolute path
 	DNS             []string          `json:"dns"`
 	ExtraHosts      []string          `json:"extraHosts"`
 	Prune           Prune             `json:"prune"`

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 )
 
 var (
@@ -38,8 +40,8 @@ var kernelTargets = []string{"/proc", "/sys", "/dev"}
 var ulimitNames = []string{"core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"}
 
 // Validate checks a resolved configuration and returns what it refuses and what it only
-// warns about. Resolve calls it; it reads the file system only to follow bind sources and to
-// find a seccomp profile.
+// warns about. Resolve calls it, having read the certificates caCerts names; it reads the file
+// system only to follow bind sources and to find a seccomp profile.
 func Validate(r *Resolved) (refused, warnings []Problem) {
 	v := &validator{r: r, c: &r.Config, protectedPaths: protectedPaths()}
 	v.enums()
@@ -53,6 +55,7 @@ func Validate(r *Resolved) (refused, warnings []Problem) {
 	v.binds()
 	v.projectRoot()
 	v.securityProfiles()
+	v.caCerts()
 	v.lists()
 	v.tools()
 	v.protectedEntries()
@@ -301,7 +304,7 @@ func (v *validator) env() {
 // neither ../ nor a symlink can smuggle a protected path in.
 func (v *validator) binds() {
 	c := v.c
-	reserved := append([]string{WorkspaceTarget, InternalDir}, tmpfsPaths(c.Tmpfs)...)
+	reserved := append([]string{WorkspaceTarget, InternalDir, cacerts.MountDir}, tmpfsPaths(c.Tmpfs)...)
 	for i, b := range c.Binds {
 		key := fmt.Sprintf("binds[%d]", i)
 		spec := b.String()
@@ -458,6 +461,17 @@ func (v *validator) securityProfiles() {
 	}
 	if rt := v.c.Runtime; rt != "" && !netNameRE.MatchString(rt) {
 		v.refuse("runtime", rt, "not a runtime name", "use a runtime the engine knows, such as runc or runsc (docker info lists them)")
+	}
+}
+
+func (v *validator) caCerts() {
+	var e *cacerts.Error
+	switch err := v.r.caErr; {
+	case err == nil:
+	case errors.As(err, &e):
+		v.refuse("caCerts", v.c.CACerts, e.Reason, e.Fix)
+	default:
+		v.refuse("caCerts", v.c.CACerts, err.Error(), "name a readable PEM file or directory, or host")
 	}
 }
 

@@ -123,6 +123,21 @@ func TestValidationRefuses(t *testing.T) {
 		{"extraHosts", project("extraHosts: ['db 10.0.0.1']\n"), "extraHosts[0]", "not NAME:IP"},
 		{"prune negative", project("prune: {idleHours: -1}\n"), "prune.idleHours", "must not be negative"},
 		{"tool glob", project("tools: {deny: ['[']}\n"), "tools.deny[0]", "not a valid glob"},
+		{"caCerts missing", project("caCerts: certs/ca.pem\n"), "caCerts", `project:@/.sbx.yaml:1: caCerts "@/certs/ca.pem": @/certs/ca.pem does not exist`},
+		{"caCerts from env missing", func(f *fixture) { f.env["SBX_CA_CERTS"] = "/nonexistent/ca.pem" }, "caCerts", `env:SBX_CA_CERTS: caCerts "/nonexistent/ca.pem": /nonexistent/ca.pem does not exist`},
+		{"caCerts not PEM", func(f *fixture) { f.write("ca.der", "\x30\x82"); f.projectFile("caCerts: ca.der\n") }, "caCerts", "@/ca.der holds no PEM certificate"},
+		{"caCerts with a key", func(f *fixture) {
+			f.write("ca.pem", f.ca()+"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+			f.projectFile("caCerts: ca.pem\n")
+		}, "caCerts", "holds a PRIVATE KEY block: only certificates are handed to a sandbox"},
+		{"caCerts link planted in the project", func(f *fixture) {
+			if err := os.Symlink(f.write("~/.ssh/ca.pem", f.ca()), f.path("ca.pem")); err != nil {
+				t.Fatal(err)
+			}
+			f.projectFile("caCerts: ca.pem\n")
+		}, "caCerts", "@/ca.pem is a symbolic link inside the project @, which sbx does not follow"},
+		{"caCerts host without added CAs", project("caCerts: host\n"), "caCerts", "the host has no added CA certificates in"},
+		{"bind target over the CA bundle", func(f *fixture) { f.mkdir("d"); f.projectFile("binds: ['@/d:/etc/sbx/ca']\n") }, "binds[0]", "at or under /etc/sbx/ca, which sbx itself uses"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,6 +44,9 @@ type Engine interface {
 	ContainerUnpause(ctx context.Context, containerID string) error
 	ContainerStats(ctx context.Context, containerID string, stream bool) (container.StatsResponseReader, error)
 	ContainerStatsOneShot(ctx context.Context, containerID string) (container.StatsResponseReader, error)
+	// CopyFromContainer reads a path as a tar stream. sbx reads only what a container's
+	// image holds with it: the endpoint does not see what is on a tmpfs.
+	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
 
 	ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttach(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)

@@ -227,6 +227,16 @@ func prepareAgentDir(name, dir string, legacy bool) error {
 	if legacy {
 		mode = 0o777
 	}
+	if err := mountDir(dir, mode); err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q: making its agent directory: %w", name, err), "")
+	}
+	return nil
+}
+
+// mountDir makes dir, a host directory a sandbox mounts, with mode, and the directory above it
+// private to the host user even if something created it open: that is what keeps other host
+// users away from what the sandbox may read.
+func mountDir(dir string, mode os.FileMode) error {
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
 		err = os.Chmod(filepath.Dir(dir), 0o700)
@@ -234,10 +244,7 @@ func prepareAgentDir(name, dir string, legacy bool) error {
 	if err == nil {
 		err = os.Chmod(dir, mode)
 	}
-	if err != nil {
-		return errs.Failure(fmt.Errorf("sandbox %q: making its agent directory: %w", name, err), "")
-	}
-	return nil
+	return err
 }
 
 // agentStart is a sandbox being started with sbx's agent: its start lock, and the sockets
@@ -253,6 +260,9 @@ type agentStart struct {
 // and returns what finishAgent completes; it returns nil when another sbx started the
 // sandbox meanwhile, or when there is no agent to hand anything to.
 func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart, error) {
+	if err := m.checkCABundle(ctx, sb); err != nil {
+		return nil, err
+	}
 	dir := m.agentDirOf(sb)
 	if dir == "" || sb.Labels[LabelAgent] != agent.Version {
 		if err := prepareAgentDir(sb.Name, dir, true); err != nil {

@@ -32,9 +32,10 @@ type Resolver struct {
 const maxSeccompProfile = 1 << 20
 
 // SpecInput turns a resolved config into the input of BuildSpec, reading the seccomp profile
-// file when one is configured.
+// file when one is configured; the CA certificates were read while resolving.
 func (rv *Resolver) SpecInput(r *config.Resolved) (SpecInput, error) {
-	in := SpecInput{Name: r.Name, ProjectRoot: r.ProjectRoot, Config: r.Config, Version: rv.Version, ExtraLabels: rv.ExtraLabels}
+	in := SpecInput{Name: r.Name, ProjectRoot: r.ProjectRoot, Config: r.Config, Version: rv.Version, ExtraLabels: rv.ExtraLabels,
+		CACerts: r.CACertsPEM()}
 	if p := r.Config.SeccompProfile; p != "" {
 		data, err := config.ReadFileLimit(p, maxSeccompProfile)
 		if err != nil {

@@ -83,12 +83,16 @@ func (s *Sandbox) CreateSettings() ([]config.Setting, error) {
 	return settings, nil
 }
 
+// fromShape fills the fields of v from the sandbox's config label; a label from another
+// version leaves what it lacks zero.
+func (s *Sandbox) fromShape(v any) { _ = json.Unmarshal([]byte(s.Labels[LabelConfig]), v) }
+
 // PublishedPorts are the container ports the sandbox publishes, from its config label.
 func (s *Sandbox) PublishedPorts() []string {
 	var shape struct {
 		Ports []string `json:"ports"`
 	}
-	_ = json.Unmarshal([]byte(s.Labels[LabelConfig]), &shape)
+	s.fromShape(&shape)
 	return shape.Ports
 }
 
@@ -97,8 +101,17 @@ func (s *Sandbox) hasOwnNetwork() bool {
 	var shape struct {
 		Own bool `json:"ownNetwork"`
 	}
-	_ = json.Unmarshal([]byte(s.Labels[LabelConfig]), &shape)
+	s.fromShape(&shape)
 	return shape.Own
+}
+
+// hasCACerts reports whether the sandbox was made with a CA bundle (cacerts.go).
+func (s *Sandbox) hasCACerts() bool {
+	var shape struct {
+		CA json.RawMessage `json:"caCerts"`
+	}
+	s.fromShape(&shape)
+	return len(shape.CA) > 0
 }
 
 // EnsureOptions says what to do when the sandbox exists with another configuration.
@@ -361,12 +374,22 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	}
 	in.CreatedAt = m.Now()
 	in.AgentDir = m.agentDir(in.Name, in.Config.Image)
+	if in.CADir, err = m.caDirFor(in); err != nil {
+		return nil, err
+	}
 	spec, err := BuildSpec(in)
 	if err != nil {
 		return nil, err
 	}
 	if err := prepareAgentDir(in.Name, in.AgentDir, false); err != nil {
 		return nil, err
+	}
+	caLock, err := m.prepareCADir(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	if caLock != nil {
+		defer caLock.Close()
 	}
 	if plan != nil {
 		if err := plan.Prepare(); err != nil {
@@ -398,7 +421,23 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if cerrdefs.IsConflict(err) {
 		return nil, err
 	}
-	if err != nil {
+	var bundleErr error
+	if err == nil && in.CADir != "" {
+		if bundleErr = m.writeCABundle(ctx, resp.ID, in); bundleErr != nil {
+			_ = m.removeContainer(context.WithoutCancel(ctx), &Sandbox{Name: in.Name, ID: resp.ID}, false)
+		}
+	}
+	if (err != nil || bundleErr != nil) && in.CADir != "" {
+		// Ours alone: another create of this name waits for its lock, then finds the name taken.
+		_ = m.State.remove(in.CADir)
+	}
+	switch {
+	case bundleErr != nil:
+		return nil, bundleErr
+	case engine.RefusedMount(err, in.CADir):
+		return nil, errs.Failure(fmt.Errorf("creating sandbox %q: the engine cannot mount %s, which holds its CA bundle: %w", in.Name, in.CADir, err),
+			"caCerts needs an engine that sees this machine's files; leave it out for this engine")
+	case err != nil:
 		return nil, engineErr(fmt.Sprintf("creating sandbox %q", in.Name), err)
 	}
 	m.announce("created sandbox %q (%s)\n", in.Name, in.Config.Image)
@@ -570,6 +609,12 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", sb.Name, err),
 				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root if another user owns what is in it)")
 		}
+	}
+	// Its path follows from the name alone, so it goes whatever the labels say.
+	_ = m.State.remove(m.State.caLock(sb.Name))
+	if err := m.State.remove(m.State.caDir(sb.Name)); err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its CA directory: %w", sb.Name, err),
+			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
 	}
 	return nil
 }

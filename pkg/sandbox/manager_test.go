@@ -54,6 +54,21 @@ func inspectOf(t *testing.T, in sandbox.SpecInput, status container.ContainerSta
 
 var errNotFound = cerrdefs.ErrNotFound.WithMessage("No such container")
 
+// creatingEngine is a fake engine where no sandbox exists yet: creating one gives the
+// container id, which starts.
+func creatingEngine(id string) *enginetest.FakeEngine {
+	return &enginetest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{}, errNotFound
+		},
+		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+			return container.CreateResponse{ID: id}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
+	}
+}
+
 func TestEnsureAdoptsAfterNameConflict(t *testing.T) {
 	in := specInput()
 	inspects := 0
@@ -342,8 +357,8 @@ func TestCreateOverridesImageLabels(t *testing.T) {
 	}
 }
 
-// Prune's sweep removes only the leftovers of sandboxes sbx made: state files and workspace
-// volumes of valid names whose sandbox is gone.
+// Prune's sweep removes only the leftovers of sandboxes sbx made: state files, agent
+// directories, workspace volumes and networks of valid names whose sandbox is gone.
 func TestFindOrphans(t *testing.T) {
 	vol := func(name string, labels map[string]string) *volume.Volume {
 		return &volume.Volume{Name: name, Labels: labels}
@@ -376,12 +391,22 @@ func TestFindOrphans(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(m.State.Dir, "Bad.json"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	agentDirs := filepath.Join(m.State.Dir, "agent")
+	for _, d := range []string{"agent/gone", "agent/live", "agent/Bad", "ca/gone", "ca/live"} {
+		if err := os.MkdirAll(filepath.Join(m.State.Dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(agentDirs, "linked")); err != nil {
+		t.Fatal(err)
+	}
 	o, err := m.FindOrphans(context.Background(), []*sandbox.Sandbox{{Name: "live"}}, sandbox.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net"}) {
-		t.Errorf("orphans %+v, want state file gone, volume sbx-gone-ws and network sbx-gone-net", o)
+	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.AgentDirs, []string{"gone"}) || !slices.Equal(o.CADirs, []string{"gone"}) ||
+		!slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net"}) {
+		t.Errorf("orphans %+v, want state file, agent and CA directories, volume sbx-gone-ws and network sbx-gone-net of gone", o)
 	}
 }
 
@@ -486,19 +511,11 @@ func TestStateStore(t *testing.T) {
 
 func TestEnsureRemovesWhatItCouldNotStart(t *testing.T) {
 	removed := ""
-	fake := &enginetest.FakeEngine{
-		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
-			return container.InspectResponse{}, errNotFound
-		},
-		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
-		ContainerCreateFn: func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
-			return container.CreateResponse{ID: "half"}, nil
-		},
-		ContainerStartFn: func(context.Context, string, container.StartOptions) error {
-			return cerrdefs.ErrNotFound.WithMessage("network nosuchnet not found")
-		},
-		ContainerRemoveFn: func(_ context.Context, id string, _ container.RemoveOptions) error { removed = id; return nil },
+	fake := creatingEngine("half")
+	fake.ContainerStartFn = func(context.Context, string, container.StartOptions) error {
+		return cerrdefs.ErrNotFound.WithMessage("network nosuchnet not found")
 	}
+	fake.ContainerRemoveFn = func(_ context.Context, id string, _ container.RemoveOptions) error { removed = id; return nil }
 	_, err := fakeManager(t, fake).Ensure(context.Background(), specInput(), sandbox.EnsureOptions{})
 	if err == nil || !strings.Contains(err.Error(), "network nosuchnet not found") || errs.ExitCode(err) != errs.CodeFailure {
 		t.Fatalf("got %v", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,12 +172,28 @@ func (m *Manager) exclusiveLease(ctx context.Context, name string) (*Lease, erro
 	return &Lease{f: f}, nil
 }
 
-// Orphans are leftovers of removed sandboxes: state files and labelled workspace volumes
-// whose container is gone.
+// Orphans are leftovers of removed sandboxes: state files, agent and CA directories,
+// labelled workspace volumes and networks whose container is gone.
 type Orphans struct {
 	StateFiles []string
-	Volumes    []string
-	Networks   []string
+	// AgentDirs name sandboxes whose agent directory is left (an sbx killed during rm).
+	AgentDirs []string
+	// CADirs name sandboxes whose CA bundle's directory is left (cacerts.go).
+	CADirs   []string
+	Volumes  []string
+	Networks []string
+}
+
+// All lists every leftover, the agent and CA directories as "agent/NAME" and "ca/NAME".
+func (o Orphans) All() []string {
+	all := slices.Concat(o.StateFiles, o.Volumes, o.Networks)
+	for _, n := range o.AgentDirs {
+		all = append(all, "agent/"+n)
+	}
+	for _, n := range o.CADirs {
+		all = append(all, "ca/"+n)
+	}
+	return all
 }
 
 // FindOrphans lists leftovers that match filter, given the sandboxes that still exist. A state
@@ -194,6 +211,16 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 	for _, n := range names {
 		if !alive[n] && filter.Match(&Sandbox{Name: n}) {
 			o.StateFiles = append(o.StateFiles, n)
+		}
+	}
+	for sub, dirs := range map[string]*[]string{"agent": &o.AgentDirs, "ca": &o.CADirs} {
+		if names, err = m.State.dirNames(sub); err != nil {
+			return o, err
+		}
+		for _, n := range names {
+			if !alive[n] && filter.Match(&Sandbox{Name: n}) {
+				*dirs = append(*dirs, n)
+			}
 		}
 	}
 	vols, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
@@ -221,6 +248,16 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 			first = err
 		}
 	}
+	for _, n := range o.AgentDirs {
+		if err := m.removeOrphanDir(ctx, n, m.State.agentLock(n), m.State.agentDir(n), "agent directory"); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, n := range o.CADirs {
+		if err := m.removeOrphanDir(ctx, n, m.State.caLock(n), m.State.caDir(n), "CA directory"); err != nil && first == nil {
+			first = err
+		}
+	}
 	for _, v := range o.Volumes {
 		if err := m.Engine.VolumeRemove(ctx, v, false); err != nil && first == nil {
 			first = engineErr("removing volume "+v, err)
@@ -232,6 +269,31 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 		}
 	}
 	return first
+}
+
+// removeOrphanDir removes dir, the agent or CA directory (what) of sandbox name, unless a
+// start or create holds its lock or the sandbox exists again (a create since FindOrphans
+// listed it).
+func (m *Manager) removeOrphanDir(ctx context.Context, name, lockPath, dir, what string) error {
+	lock, err := flockFile(ctx, lockPath, true, false)
+	if errors.Is(err, errLocked) {
+		return nil // a start or a create holds it: the directory is in use
+	}
+	if err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q: taking the lock of its %s: %w", name, what, err), "")
+	}
+	defer lock.Close()
+	if _, err := m.Engine.ContainerInspect(ctx, ContainerName(name)); !cerrdefs.IsNotFound(err) {
+		if err != nil {
+			return engineErr(fmt.Sprintf("checking sandbox %q before removing its %s", name, what), err)
+		}
+		return nil
+	}
+	if err := m.State.remove(dir); err != nil {
+		return errs.Failure(fmt.Errorf("removing the %s of removed sandbox %q: %w", what, name, err),
+			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
+	}
+	return m.State.remove(lockPath)
 }
 
 // HumanDuration prints d the way ls and prune show ages: 45s, 12m, 5h, 3d.

@@ -21,6 +21,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/sbx-sandbox/sbx/pkg/agent"
+	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
@@ -84,6 +85,13 @@ type SpecInput struct {
 	Config      config.Config
 	// SeccompJSON is the content of Config.SeccompProfile, read by the caller.
 	SeccompJSON []byte
+	// CACerts are the certificates Config.CACerts names, as PEM, read by the caller
+	// (config.Resolved.CACertsPEM). Their digest enters the config hash, so a changed CA
+	// shows as a change of caCerts.
+	CACerts []byte
+	// CADir is the host directory that holds the sandbox's CA bundle (cacerts.go), mounted
+	// read-only at cacerts.MountDir; Manager.create sets it when Config.CACerts is set.
+	CADir string
 	// ImageVolumes are the VOLUME paths the image declares; each gets a tmpfs so no writable
 	// anonymous volume appears behind the read-only root.
 	ImageVolumes []string
@@ -132,7 +140,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := containerEnv(cfg.Env, in.OneOffEnv)
+	if cfg.CACerts != "" && in.CADir == "" {
+		return nil, fmt.Errorf("caCerts %s: no directory given for the bundle", cfg.CACerts)
+	}
+	env, err := containerEnv(caEnv(cfg), in.OneOffEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +236,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
+	if cfg.CACerts != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.CADir, Target: cacerts.MountDir, ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	for _, b := range cfg.Binds {
@@ -328,7 +343,7 @@ func (s *Spec) VolumeSpec() *volume.CreateOptions {
 // ConfigShape returns the canonical JSON of the keys that shape the container, and its SHA-256.
 // Go's encoder sorts map keys, so equal configs give equal bytes.
 func ConfigShape(cfg config.Config, projectRoot string) (shape, hash string, err error) {
-	return configShape(cfg, projectRoot, nil)
+	return configShape(cfg, projectRoot, nil, contentSums{})
 }
 
 // Shape is ConfigShape plus the published ports, which shape the container too. Without
@@ -338,20 +353,33 @@ func (in SpecInput) Shape() (shape, hash string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	return configShape(in.Config, in.ProjectRoot, ports)
+	return configShape(in.Config, in.ProjectRoot, ports, contentSums{seccomp: sumOf(in.SeccompJSON), caCerts: sumOf(in.CACerts)})
 }
 
-func configShape(cfg config.Config, projectRoot string, ports []string) (shape, hash string, err error) {
+// contentSums are the SHA-256 digests of what the files some keys name hold, "" when not
+// given: a digest stands beside the key's value in the shape, so an edit of a file is a
+// change like any other.
+type contentSums struct{ seccomp, caCerts string }
+
+func sumOf(data []byte) string {
+	if data == nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func configShape(cfg config.Config, projectRoot string, ports []string, sums contentSums) (shape, hash string, err error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
 	}
-	key := string(raw) + "\x00" + projectRoot + "\x00" + strings.Join(ports, "\x00")
+	key := string(raw) + "\x00" + projectRoot + "\x00" + strings.Join(ports, "\x00") + "\x00" + sums.seccomp + "\x00" + sums.caCerts
 	if v, ok := shapeMemo.Load(key); ok {
 		r := v.([2]string)
 		return r[0], r[1], nil
 	}
-	shape, hash, err = shapeOf(cfg, raw, projectRoot, ports)
+	shape, hash, err = shapeOf(cfg, raw, projectRoot, ports, sums)
 	if err == nil {
 		shapeMemo.Store(key, [2]string{shape, hash})
 	}
@@ -362,7 +390,7 @@ func configShape(cfg config.Config, projectRoot string, ports []string) (shape, 
 // sandboxes share a config. The inputs a process sees are few.
 var shapeMemo sync.Map
 
-func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) (shape, hash string, err error) {
+func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, sums contentSums) (shape, hash string, err error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &all); err != nil {
 		return "", "", fmt.Errorf("encoding config: %w", err)
@@ -380,11 +408,18 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string) 
 		// Likewise: sandboxes made on the shared bridge show this as changed.
 		kept["ownNetwork"], _ = json.Marshal(true)
 	}
-	if cfg.SeccompProfile == "" {
+	switch {
+	case cfg.SeccompProfile == "":
 		kept["seccompProfile"], _ = json.Marshal(DefaultSeccompID())
+	case sums.seccomp != "":
+		kept["seccompProfile"], _ = json.Marshal(cfg.SeccompProfile + " sha256:" + sums.seccomp)
 	}
 	if len(ports) > 0 {
 		kept["ports"], _ = json.Marshal(ports)
+	}
+	if cfg.CACerts != "" {
+		// Only when set, so sandboxes without extra CAs keep their hash.
+		kept["caCerts"], _ = json.Marshal(cfg.CACerts + " sha256:" + sums.caCerts)
 	}
 	if cfg.Workspace == config.WorkspaceRW {
 		// Only rw mounts them, so ro and none sandboxes keep their hash. Their order does not
@@ -474,6 +509,25 @@ func loopbackPorts(ports []string, network string) (nat.PortSet, nat.PortMap, er
 		bindings[nat.Port(p)] = []nat.PortBinding{{HostIP: LoopbackIP, HostPort: ""}}
 	}
 	return exposed, bindings, nil
+}
+
+// caEnv is the config's variables with those that point tools at the CA bundle when caCerts
+// is set; a variable of the same name in the config is the user's choice and stays.
+func caEnv(cfg config.Config) map[string]string {
+	if cfg.CACerts == "" {
+		return cfg.Env
+	}
+	env := maps.Clone(cfg.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	for _, kv := range cacerts.Env() {
+		name, value, _ := strings.Cut(kv, "=")
+		if _, set := env[name]; !set {
+			env[name] = value
+		}
+	}
+	return env
 }
 
 // containerEnv is the config's variables, sorted, with the one-off ones replacing any of the

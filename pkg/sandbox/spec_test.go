@@ -484,3 +484,84 @@ func TestConfigHashProtectedPaths(t *testing.T) {
 		t.Error("an empty list and no list differ")
 	}
 }
+
+// A seccomp profile kept in a file shapes the sandbox by its content, not only its path: an
+// edit of the file is a change that names seccompProfile.
+func TestConfigHashSeccompContent(t *testing.T) {
+	profile := func(content string) func(*SpecInput) {
+		return func(in *SpecInput) {
+			in.Config.SeccompProfile = "/home/u/app/seccomp.json"
+			in.SeccompJSON = []byte(content)
+		}
+	}
+	a := buildTestSpec(t, profile(`{"defaultAction":"SCMP_ACT_ERRNO"}`))
+	b := buildTestSpec(t, profile(`{"defaultAction":"SCMP_ACT_ERRNO"}`))
+	c := buildTestSpec(t, profile(`{"defaultAction":"SCMP_ACT_ALLOW"}`))
+	if a.Hash != b.Hash {
+		t.Error("the same profile gave another hash")
+	}
+	if a.Hash == c.Hash {
+		t.Fatal("an edit of the profile file left the hash as it was")
+	}
+	if got := ShapeDiff(a.Shape, c.Shape); !reflect.DeepEqual(got, []string{"seccompProfile"}) {
+		t.Errorf("changed keys %v, want seccompProfile", got)
+	}
+}
+
+func TestBuildSpecCACerts(t *testing.T) {
+	plain := buildTestSpec(t, nil)
+	ca := func(value, pem string) *Spec {
+		return buildTestSpec(t, func(in *SpecInput) {
+			in.Config.CACerts, in.CACerts, in.CADir = value, []byte(pem), "/state/ca/app-1a2b3c"
+			in.Config.Env["GIT_SSL_CAINFO"] = "/mine.pem"
+		})
+	}
+	s := ca("host", "PEM one")
+	var found bool
+	for _, m := range s.Host.Mounts {
+		if m.Target == "/etc/sbx/ca" {
+			// Read-only: nothing in the sandbox may change what its later commands trust.
+			found = m.Source == "/state/ca/app-1a2b3c" && m.Type == mount.TypeBind && m.ReadOnly
+		}
+	}
+	if !found {
+		t.Errorf("no read-only bind of the CA directory at /etc/sbx/ca: %+v", s.Host.Mounts)
+	}
+	for _, want := range []string{"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"} {
+		if !slices.Contains(s.Container.Env, want+"=/etc/sbx/ca/ca-certificates.crt") {
+			t.Errorf("%s does not point at the bundle: %q", want, s.Container.Env)
+		}
+	}
+	if !slices.Contains(s.Container.Env, "GIT_SSL_CAINFO=/mine.pem") || slices.Contains(s.Container.Env, "GIT_SSL_CAINFO=/etc/sbx/ca/ca-certificates.crt") {
+		t.Errorf("a variable the user set was replaced: %q", s.Container.Env)
+	}
+	for _, m := range plain.Host.Mounts {
+		if m.Target == "/etc/sbx/ca" {
+			t.Errorf("a CA mount without caCerts: %+v", m)
+		}
+	}
+	if strings.Contains(strings.Join(plain.Container.Env, " "), "SSL_CERT_FILE") || strings.Contains(plain.Shape, "caCerts") {
+		t.Errorf("caCerts shaped a sandbox without it: %q %s", plain.Container.Env, plain.Shape)
+	}
+
+	// The CAs' content shapes the sandbox, as the value does; where the bundle lives does not.
+	if !slices.Contains(ShapeDiff(plain.Shape, s.Shape), "caCerts") {
+		t.Errorf("adding CAs: shape %s", s.Shape)
+	}
+	if got := ShapeDiff(s.Shape, ca("host", "PEM two").Shape); !reflect.DeepEqual(got, []string{"caCerts"}) {
+		t.Errorf("another certificate: ShapeDiff = %v, want [caCerts]", got)
+	}
+	if got := ShapeDiff(s.Shape, ca("/certs", "PEM one").Shape); !reflect.DeepEqual(got, []string{"caCerts"}) {
+		t.Errorf("another value: ShapeDiff = %v, want [caCerts]", got)
+	}
+	if moved := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.CACerts, in.CACerts, in.CADir = "host", []byte("PEM one"), "/elsewhere"
+		in.Config.Env["GIT_SSL_CAINFO"] = "/mine.pem"
+	}); moved.Hash != s.Hash {
+		t.Error("the host directory of the bundle changed the hash")
+	}
+
+	if _, err := BuildSpec(SpecInput{Name: "x", ProjectRoot: "/p", Config: func() config.Config { c := safeConfig(); c.CACerts = "host"; return c }()}); err == nil {
+		t.Error("caCerts without a directory for the bundle was accepted")
+	}
+}

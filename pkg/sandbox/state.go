@@ -34,11 +34,38 @@ func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir,
 // the name every time, never read from a label, which an image can set.
 func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
 
+// dirNames lists the sandboxes that have a directory in sub (agent, ca): directories, not
+// links, under names sbx could have given.
+func (s *StateStore) dirNames(sub string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.Dir, sub))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s directories: %w", sub, err)
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() && config.ValidName(e.Name()) == nil {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
 // agentLock is the lock file held while sandbox name starts with its agent (agent.go): beside
 // the agent directories, out of every sandbox's reach, under a name no sandbox can have.
 func (s *StateStore) agentLock(name string) string {
 	return filepath.Join(s.Dir, "agent", "."+name+".lock")
 }
+
+// caDir is the directory of sandbox name's CA bundle (cacerts.go), computed from the name as
+// agentDir is.
+func (s *StateStore) caDir(name string) string { return filepath.Join(s.Dir, "ca", name) }
+
+// caLock is the lock file held while sandbox name's CA bundle is written, and taken shared
+// before the sandbox starts, so no start comes between its create and its bundle.
+func (s *StateStore) caLock(name string) string { return filepath.Join(s.Dir, "ca", "."+name+".lock") }
 
 // inside returns p with its links resolved when it lies strictly inside the state directory
 // (its links resolved too), and an error otherwise. Whatever sbx removes on the host passes

@@ -42,6 +42,7 @@ type FakeEngine struct {
 	ContainerUnpauseFn      func(ctx context.Context, containerID string) error
 	ContainerStatsFn        func(ctx context.Context, containerID string, stream bool) (container.StatsResponseReader, error)
 	ContainerStatsOneShotFn func(ctx context.Context, containerID string) (container.StatsResponseReader, error)
+	CopyFromContainerFn     func(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
 	ContainerExecCreateFn   func(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error)
 	ContainerExecAttachFn   func(ctx context.Context, execID string, config container.ExecAttachOptions) (types.HijackedResponse, error)
 	ContainerExecInspectFn  func(ctx context.Context, execID string) (container.ExecInspect, error)
@@ -191,6 +192,13 @@ func (f *FakeEngine) ContainerStatsOneShot(ctx context.Context, containerID stri
 		return container.StatsResponseReader{}, f.unstubbed("ContainerStatsOneShot")
 	}
 	return f.ContainerStatsOneShotFn(ctx, containerID)
+}
+
+func (f *FakeEngine) CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error) {
+	if f.CopyFromContainerFn == nil {
+		return nil, container.PathStat{}, f.unstubbed("CopyFromContainer")
+	}
+	return f.CopyFromContainerFn(ctx, containerID, srcPath)
 }
 
 func (f *FakeEngine) ContainerExecCreate(ctx context.Context, containerID string, options container.ExecOptions) (container.ExecCreateResponse, error) {
