@@ -31,13 +31,14 @@ var configFlagList = []configFlag{
 	{flag: "cpus", key: "cpus", usage: "CPU limit `N` such as 1.5"},
 	{flag: "pids-limit", key: "pidsLimit", usage: "maximum number of processes (`N`, at least 16)"},
 	{flag: "env", key: "env", list: true, usage: "set `NAME=VALUE` on the sandbox (repeatable)"},
+	{flag: "egress", key: "egress", list: true, usage: "let the sandbox reach `DEST` through sbx's proxy: a name, address, network or @preset (repeatable; network none)"},
 	{flag: "bind", key: "binds", list: true, usage: "bind `HOST:CONTAINER[:ro]` (repeatable; HOST absolute, inside the project)"},
 	{flag: "user", key: "user", usage: "numeric `uid:gid` to run as"},
 	{flag: "runtime", key: "runtime", usage: "OCI `RUNTIME`, e.g. runsc for gVisor"},
 }
 
 // AddConfigFlags adds --profile --image --workspace --network --memory --cpus --pids-limit
-// --env --bind --user --runtime to fs. Values are checked by the config resolver, so a bad
+// --env --egress --bind --user --runtime to fs. Values are checked by the config resolver, so a bad
 // one is reported with its flag like any other refused setting.
 func AddConfigFlags(fs *pflag.FlagSet) *ConfigFlags {
 	for _, f := range configFlagList {

@@ -16,7 +16,7 @@ import (
 func TestConfigFlagsLayer(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	cf := AddConfigFlags(fs)
-	if err := fs.Parse([]string{"--memory", "2g", "--env", "A=1", "--env", "B=x,y", "--bind", "/a:/b:ro", "--pids-limit=64", "--cpus", "1.5"}); err != nil {
+	if err := fs.Parse([]string{"--memory", "2g", "--env", "A=1", "--env", "B=x,y", "--egress", "@debian", "--egress", "pypi.org", "--bind", "/a:/b:ro", "--pids-limit=64", "--cpus", "1.5"}); err != nil {
 		t.Fatal(err)
 	}
 	flag := func(name string) config.Source { return config.Source{Layer: config.LayerFlag, Name: name} }
@@ -25,6 +25,7 @@ func TestConfigFlagsLayer(t *testing.T) {
 		{Key: "cpus", Values: []string{"1.5"}, Source: flag("--cpus")},
 		{Key: "pidsLimit", Values: []string{"64"}, Source: flag("--pids-limit")},
 		{Key: "env", Values: []string{"A=1", "B=x,y"}, Source: flag("--env")},
+		{Key: "egress", Values: []string{"@debian", "pypi.org"}, Source: flag("--egress")},
 		{Key: "binds", Values: []string{"/a:/b:ro"}, Source: flag("--bind")},
 	}
 	if got := cf.Layer(); !reflect.DeepEqual(got, want) {

@@ -75,6 +75,7 @@ func builtinDefaults() Config {
 		Env:            map[string]string{"LANG": "C.UTF-8"},
 		PassEnv:        []string{},
 		Binds:          []Bind{},
+		Egress:         []string{},
 		DNS:            []string{},
 		ExtraHosts:     []string{},
 		Prune:          Prune{IdleHours: 24, MaxAgeDays: 7},

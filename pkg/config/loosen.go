@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/egress"
 )
 
 // Loosening is one setting of the project file that gives the sandbox more than the user's own
@@ -219,6 +221,27 @@ var looseningRules = map[string]func(j *judge){
 	"caCerts": func(j *judge) {
 		if ca := j.full.Config.CACerts; ca != "" && ca != j.base.Config.CACerts {
 			j.add("caCerts", ca, "makes the sandbox's tools trust "+caText(ca)+": whoever holds those CAs' keys can read and change its HTTPS traffic unnoticed")
+		}
+	},
+	"egress": func(j *judge) {
+		// Judged by rule, presets expanded, so a file cannot hide a new host in a preset the
+		// user's own list does not name; a list that does not expand is refused by validation.
+		base, _ := egress.Expand(j.base.Config.Egress)
+		had := map[string]bool{}
+		for _, r := range base {
+			had[r.Text] = true
+		}
+		for i, text := range j.full.Config.Egress {
+			rules, _ := egress.Expand([]string{text})
+			var added []string
+			for _, r := range rules {
+				if !had[r.Text] {
+					added = append(added, r.Text)
+				}
+			}
+			if len(added) > 0 {
+				j.add(fmt.Sprintf("egress[%d]", i), text, "lets the sandbox reach "+strings.Join(added, ", ")+" through sbx's proxy: code can download from there and send the project's contents there")
+			}
 		}
 	},
 	"dns": func(j *judge) {

@@ -60,6 +60,9 @@ func Posture(r *Resolved) []PostureItem {
 	add("no-new-privileges", "", LevelOK, "always on: setuid programs cannot raise privileges", "")
 
 	switch n := c.Network; {
+	case n == "none" && len(c.Egress) > 0:
+		add("network", "egress", LevelWeak, "none, but sbx's proxy lets it reach "+formatList(c.Egress)+" (no DNS, no other route)",
+			"code can download from those destinations and send your project's contents to them")
 	case n == "none":
 		add("network", "network", LevelOK, "none: loopback only", "")
 	case strings.HasPrefix(n, "container:"):

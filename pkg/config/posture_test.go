@@ -38,6 +38,13 @@ func TestPosture(t *testing.T) {
 	if got := level(f.mustResolve(), "execution"); got != LevelWeak {
 		t.Errorf("a named sandbox in non-main mode is %s", got)
 	}
+	f.name = ""
+	f.projectFile("egress: [pypi.org]\n")
+	for _, p := range Posture(f.mustResolve()) {
+		if p.Name == "network" && (p.Level != LevelWeak || p.Key != "egress" || !strings.Contains(p.Detail, "[pypi.org]")) {
+			t.Errorf("network with egress: %+v", p)
+		}
+	}
 }
 
 func TestExecsOnHost(t *testing.T) {

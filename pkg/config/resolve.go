@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
+	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -98,6 +99,13 @@ type Resolved struct {
 // CACertsPEM returns the certificates caCerts names, as PEM, read once while resolving: the
 // sandbox gets exactly what validation checked.
 func (r *Resolved) CACertsPEM() []byte { return r.caPEM }
+
+// EgressRules are the rules egress allows, presets expanded in the order the proxy decides
+// by; nil when the list is empty or does not expand (validation says why).
+func (r *Resolved) EgressRules() []egress.Rule {
+	rules, _ := egress.Expand(r.Config.Egress)
+	return rules
+}
 
 // ProjectSections lists the names of the project file's sandboxes: sections, whose settings
 // apply only to the sandbox of that name.

@@ -35,6 +35,7 @@ type Config struct {
 	ApparmorProfile string            `json:"apparmorProfile"` // "" = engine default
 	Runtime         string            `json:"runtime"`         // "" = engine default
 	CACerts         string            `json:"caCerts"`         // "" = none, "host", else an absolute path
+	Egress          []string          `json:"egress"`          // destinations and presets the proxy allows; empty = no proxy
 	DNS             []string          `json:"dns"`
 	ExtraHosts      []string          `json:"extraHosts"`
 	Prune           Prune             `json:"prune"`

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
+	"github.com/sbx-sandbox/sbx/pkg/egress"
 )
 
 var (
@@ -56,6 +57,7 @@ func Validate(r *Resolved) (refused, warnings []Problem) {
 	v.projectRoot()
 	v.securityProfiles()
 	v.caCerts()
+	v.egress()
 	v.lists()
 	v.tools()
 	v.protectedEntries()
@@ -472,6 +474,23 @@ func (v *validator) caCerts() {
 		v.refuse("caCerts", v.c.CACerts, e.Reason, e.Fix)
 	default:
 		v.refuse("caCerts", v.c.CACerts, err.Error(), "name a readable PEM file or directory, or host")
+	}
+}
+
+// egress checks each destination on its own, so a refusal names the entry's index and line.
+// The proxy is the sandbox's only way out, which a sandbox with a network of its own already
+// has around it: egress with any network but none would filter nothing.
+func (v *validator) egress() {
+	for i, text := range v.c.Egress {
+		if _, err := egress.Expand([]string{text}); err != nil {
+			for _, e := range err.(egress.RuleErrors) {
+				v.refuse(fmt.Sprintf("egress[%d]", i), text, e.Reason, e.Fix)
+			}
+		}
+	}
+	if n := v.c.Network; len(v.c.Egress) > 0 && n != "none" {
+		v.refuse("egress", formatList(v.c.Egress), "egress works only with network none: with network "+n+" the sandbox reaches every destination directly, so an allowlist would filter nothing",
+			"set network: none to reach only the listed destinations, or drop egress to keep network "+n)
 	}
 }
 

@@ -56,6 +56,7 @@ type Report struct {
 	Problems []Problem        `json:"problems"`
 	Warnings []Problem        `json:"warnings"`
 	Tools    Tools            `json:"tools"`
+	Egress   Egress           `json:"egress"`
 	// Protected is null unless the workspace is rw and explain looked.
 	Protected *Protected       `json:"protected"`
 	Engine    Engine           `json:"engine"`
@@ -139,6 +140,19 @@ type Decision struct {
 	Fix     string `json:"fix,omitempty"`
 }
 
+// Egress is the allowlist sbx's proxy enforces: the config's rules, presets expanded, in
+// the order the proxy decides by. No rules means no proxy.
+type Egress struct {
+	Rules  []EgressRule `json:"rules"`
+	Source string       `json:"source"`
+}
+
+// EgressRule is one allowed destination and the preset it came from, "" for one written as is.
+type EgressRule struct {
+	Rule   string `json:"rule"`
+	Preset string `json:"preset,omitempty"`
+}
+
 // Engine is the live part; Checked is false when the engine was not asked.
 type Engine struct {
 	Checked bool `json:"checked"`
@@ -197,6 +211,10 @@ func Build(r *config.Resolved, opts Options) Report {
 	if opts.Tool != "" {
 		d := decision(r, opts.Tool)
 		rep.Tools.Query = &d
+	}
+	rep.Egress = Egress{Rules: []EgressRule{}, Source: r.Sources["egress"].String()}
+	for _, rule := range r.EgressRules() {
+		rep.Egress.Rules = append(rep.Egress.Rules, EgressRule{Rule: rule.Text, Preset: rule.Preset})
 	}
 	if opts.Live != nil {
 		rep.Engine = Engine{Checked: true, Live: *opts.Live}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -273,5 +274,23 @@ func TestProtectedPaths(t *testing.T) {
 	if err := WriteJSON(&buf, rep); err != nil || !strings.Contains(buf.String(), `"protected": {
     "error": ".vscode is a symbolic link"`) {
 		t.Errorf("json: %v\n%s", err, buf.String())
+	}
+}
+
+func TestEgress(t *testing.T) {
+	flags := []config.Setting{{Key: "egress", Values: []string{"pypi.org", "@debian"}, Source: config.Source{Layer: config.LayerFlag, Name: "--egress"}}}
+	rep := Build(resolve(t, scenario{flags: flags}), Options{})
+	want := []EgressRule{{Rule: "pypi.org"}, {Rule: "deb.debian.org", Preset: "@debian"}, {Rule: "security.debian.org", Preset: "@debian"}}
+	if !reflect.DeepEqual(rep.Egress.Rules, want) || rep.Egress.Source != "flag:--egress" {
+		t.Errorf("egress = %+v, want rules %+v from flag:--egress", rep.Egress, want)
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, rep, TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"  pypi.org                      flag:--egress\n", "  security.debian.org  @debian  flag:--egress\n", "  egress[1]  "} {
+		if !strings.Contains(buf.String(), line) {
+			t.Errorf("no %q in:\n%s", line, buf.String())
+		}
 	}
 }

@@ -40,6 +40,7 @@ func WriteText(w io.Writer, rep Report, opts TextOptions) error {
 	p.protected(rep.Protected)
 	p.problems(rep)
 	p.tools(rep.Tools)
+	p.egress(rep.Egress)
 	p.engine(rep)
 	return p.err
 }
@@ -342,6 +343,20 @@ func (p *printer) tools(t Tools) {
 			p.line("  fix: " + q.Fix)
 		}
 	}
+}
+
+func (p *printer) egress(e Egress) {
+	p.line("")
+	p.heading("Egress allowlist (through sbx's proxy; every other destination is refused)")
+	if len(e.Rules) == 0 {
+		p.line("  none: no proxy, the network setting alone decides")
+		return
+	}
+	var rows [][]string
+	for _, r := range e.Rules {
+		rows = append(rows, []string{r.Rule, r.Preset, e.Source})
+	}
+	p.rows(rows)
 }
 
 func (p *printer) verdict(d Decision) string {

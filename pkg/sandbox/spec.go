@@ -417,6 +417,11 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, 
 	if len(ports) > 0 {
 		kept["ports"], _ = json.Marshal(ports)
 	}
+	if len(cfg.Egress) > 0 {
+		// Only when set, so sandboxes without a proxy keep their hash. As written, presets
+		// unexpanded: a preset's entries change with sbx's version, like its images.
+		kept["egress"], _ = json.Marshal(cfg.Egress)
+	}
 	if cfg.CACerts != "" {
 		// Only when set, so sandboxes without extra CAs keep their hash.
 		kept["caCerts"], _ = json.Marshal(cfg.CACerts + " sha256:" + sums.caCerts)

@@ -565,3 +565,26 @@ func TestBuildSpecCACerts(t *testing.T) {
 		t.Error("caCerts without a directory for the bundle was accepted")
 	}
 }
+
+func TestConfigShapeEgress(t *testing.T) {
+	shape := func(rules ...string) string {
+		cfg := safeConfig()
+		cfg.Egress = rules
+		s, _, err := ConfigShape(cfg, "/home/u/app")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	plain := shape()
+	if strings.Contains(plain, "egress") {
+		t.Errorf("egress shaped a sandbox without it: %s", plain)
+	}
+	debian := shape("@debian")
+	if got := ShapeDiff(plain, debian); !reflect.DeepEqual(got, []string{"egress"}) {
+		t.Errorf("adding egress: ShapeDiff = %v, want [egress]", got)
+	}
+	if got := ShapeDiff(debian, shape("@debian", "pypi.org")); !reflect.DeepEqual(got, []string{"egress"}) {
+		t.Errorf("another destination: ShapeDiff = %v, want [egress]", got)
+	}
+}
