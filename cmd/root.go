@@ -11,6 +11,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cp"
 	"github.com/sbx-sandbox/sbx/cmd/create"
 	"github.com/sbx-sandbox/sbx/cmd/doctor"
+	egresscmd "github.com/sbx-sandbox/sbx/cmd/egress"
 	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/explain"
 	"github.com/sbx-sandbox/sbx/cmd/image"
@@ -86,6 +87,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		pause.NewCmdResume(f, nil),
 		stats.NewCmdStats(f, nil),
 		sh.NewCmdSh(f, nil),
+		egresscmd.NewCmdEgress(f),
 	)
 	return root
 }

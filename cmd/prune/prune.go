@@ -47,9 +47,14 @@ type Report struct {
 	// OrphanAgentDirs name removed sandboxes whose agent directory was left behind.
 	OrphanAgentDirs []string `json:"orphanAgentDirs"`
 	// OrphanCADirs name removed sandboxes whose CA bundle's directory was left behind.
-	OrphanCADirs  []string `json:"orphanCADirs"`
+	OrphanCADirs []string `json:"orphanCADirs"`
+	// OrphanEgressDirs name removed sandboxes whose egress rules and log were left behind.
+	OrphanEgressDirs []string `json:"orphanEgressDirs"`
+	// OrphanProxies are egress proxy containers of removed sandboxes.
+	OrphanProxies []string `json:"orphanProxies"`
 	OrphanVolumes []string `json:"orphanVolumes"`
-	// OrphanNetworks are networks of their own (network: bridge) of removed sandboxes.
+	// OrphanNetworks are networks of their own (network: bridge) and egress networks of
+	// removed sandboxes.
 	OrphanNetworks []string `json:"orphanNetworks"`
 	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
 	Busy []RemovedItem `json:"busy"`
@@ -166,7 +171,8 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 		return err
 	}
 	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{}, Busy: []RemovedItem{}, NotOurs: []RemovedItem{},
-		OrphanStates: nonNil(orphans.StateFiles), OrphanAgentDirs: nonNil(orphans.AgentDirs), OrphanCADirs: nonNil(orphans.CADirs), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
+		OrphanStates: nonNil(orphans.StateFiles), OrphanAgentDirs: nonNil(orphans.AgentDirs), OrphanCADirs: nonNil(orphans.CADirs),
+		OrphanEgressDirs: nonNil(orphans.EgressDirs), OrphanProxies: nonNil(orphans.Proxies), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
 		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
 	for _, c := range notOurs {
 		rep.NotOurs = append(rep.NotOurs, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})

@@ -61,6 +61,9 @@ type Engine interface {
 	NetworkInspect(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error)
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	NetworkRemove(ctx context.Context, networkID string) error
+	// NetworkConnect attaches a container to a second network: the engine creates a
+	// container on one network only.
+	NetworkConnect(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
 }
 
 var _ Engine = (*client.Client)(nil)

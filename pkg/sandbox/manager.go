@@ -377,6 +377,12 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if in.CADir, err = m.caDirFor(in); err != nil {
 		return nil, err
 	}
+	if len(in.Config.Egress) > 0 {
+		if in.EgressSubnet, err = m.createEgress(ctx, in); err != nil {
+			_ = m.removeEgress(context.WithoutCancel(ctx), in.Name, false)
+			return nil, err
+		}
+	}
 	spec, err := BuildSpec(in)
 	if err != nil {
 		return nil, err
@@ -438,6 +444,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		return nil, errs.Failure(fmt.Errorf("creating sandbox %q: the engine cannot mount %s, which holds its CA bundle: %w", in.Name, in.CADir, err),
 			"caCerts needs an engine that sees this machine's files; leave it out for this engine")
 	case err != nil:
+		if len(in.Config.Egress) > 0 {
+			_ = m.removeEgress(context.WithoutCancel(ctx), in.Name, false)
+		}
 		return nil, engineErr(fmt.Sprintf("creating sandbox %q", in.Name), err)
 	}
 	m.announce("created sandbox %q (%s)\n", in.Name, in.Config.Image)
@@ -477,8 +486,14 @@ func Protection(root, home string, cfg config.Config) (*protect.Plan, error) {
 	return protect.Find(root, cfg.ProtectedPaths, protect.Options{Home: home})
 }
 
-// start starts sb and, when it has this sbx's agent, hands the agent its socket.
+// start starts sb and, when it has this sbx's agent, hands the agent its socket. A sandbox
+// with egress rules starts after its proxy listens.
 func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
+	if sb.hasEgress() {
+		if err := m.startProxy(ctx, sb.Name); err != nil {
+			return err
+		}
+	}
 	as, err := m.startContainer(ctx, sb)
 	if err != nil {
 		return err
@@ -564,6 +579,9 @@ func (m *Manager) Stop(ctx context.Context, name string) error {
 	if err := m.Engine.ContainerStop(ctx, sb.ID, container.StopOptions{}); err != nil {
 		return engineErr(fmt.Sprintf("stopping sandbox %q", name), err)
 	}
+	if sb.hasEgress() {
+		return m.stopProxy(ctx, name)
+	}
 	return nil
 }
 
@@ -586,6 +604,11 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 	err := m.Engine.ContainerRemove(ctx, sb.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(fmt.Sprintf("removing sandbox %q", sb.Name), err)
+	}
+	if sb.hasEgress() {
+		if err := m.removeEgress(ctx, sb.Name, forget); err != nil {
+			return err
+		}
 	}
 	if !forget {
 		return nil

@@ -380,6 +380,22 @@ func TestFindOrphans(t *testing.T) {
 			{Name: "sbx-live-net", Labels: ours("live")},
 			{Name: "mynet", Labels: ours("gone")},
 			{Name: "sbx-x-net", Labels: map[string]string{sandbox.LabelName: "x"}},
+			{Name: "sbx-gone-egress", Labels: ours("gone")},
+			{Name: "sbx-live-egress", Labels: ours("live")},
+		}, nil
+	}, ContainerListFn: func(_ context.Context, opts container.ListOptions) ([]container.Summary, error) {
+		if !opts.Filters.ExactMatch("label", sandbox.LabelRole+"=egress-proxy") {
+			t.Errorf("proxies listed with filters %v", opts.Filters)
+		}
+		proxy := func(name string, labels map[string]string) container.Summary {
+			labels[sandbox.LabelRole] = "egress-proxy"
+			return container.Summary{Names: []string{"/" + name}, Labels: labels}
+		}
+		return []container.Summary{
+			proxy("sbx-gone-proxy", ours("gone")),
+			proxy("sbx-live-proxy", ours("live")),
+			proxy("someone-elses", ours("gone")),
+			proxy("sbx-y-proxy", map[string]string{sandbox.LabelName: "y"}),
 		}, nil
 	}}
 	m := fakeManager(t, fake)
@@ -392,7 +408,7 @@ func TestFindOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	agentDirs := filepath.Join(m.State.Dir, "agent")
-	for _, d := range []string{"agent/gone", "agent/live", "agent/Bad", "ca/gone", "ca/live"} {
+	for _, d := range []string{"agent/gone", "agent/live", "agent/Bad", "ca/gone", "ca/live", "egress/gone", "egress/live"} {
 		if err := os.MkdirAll(filepath.Join(m.State.Dir, d), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -405,8 +421,9 @@ func TestFindOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.AgentDirs, []string{"gone"}) || !slices.Equal(o.CADirs, []string{"gone"}) ||
-		!slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net"}) {
-		t.Errorf("orphans %+v, want state file, agent and CA directories, volume sbx-gone-ws and network sbx-gone-net of gone", o)
+		!slices.Equal(o.EgressDirs, []string{"gone"}) || !slices.Equal(o.Proxies, []string{"sbx-gone-proxy"}) ||
+		!slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net", "sbx-gone-egress"}) {
+		t.Errorf("orphans %+v, want state file, agent, CA and egress directories, proxy, volume sbx-gone-ws and networks of gone", o)
 	}
 }
 

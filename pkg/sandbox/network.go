@@ -92,7 +92,8 @@ func (m *Manager) removeNetwork(ctx context.Context, name string) error {
 	return nil
 }
 
-// orphanNetworks lists the networks of their own of sandboxes that no longer exist.
+// orphanNetworks lists the networks of their own, and the egress networks (egress.go), of
+// sandboxes that no longer exist.
 func (m *Manager) orphanNetworks(ctx context.Context, alive map[string]bool, filter Filter) ([]string, error) {
 	list, err := m.Engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
 	if err != nil {
@@ -101,7 +102,7 @@ func (m *Manager) orphanNetworks(ctx context.Context, alive map[string]bool, fil
 	var out []string
 	for _, n := range list {
 		name := n.Labels[LabelName]
-		if n.Labels[LabelManaged] == "true" && n.Name == NetworkName(name) && config.ValidName(name) == nil && !alive[name] &&
+		if n.Labels[LabelManaged] == "true" && (n.Name == NetworkName(name) || n.Name == EgressNetworkName(name)) && config.ValidName(name) == nil && !alive[name] &&
 			filter.Match(&Sandbox{Name: name, Labels: n.Labels}) {
 			out = append(out, n.Name)
 		}

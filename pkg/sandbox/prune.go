@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
@@ -179,19 +180,27 @@ type Orphans struct {
 	// AgentDirs name sandboxes whose agent directory is left (an sbx killed during rm).
 	AgentDirs []string
 	// CADirs name sandboxes whose CA bundle's directory is left (cacerts.go).
-	CADirs   []string
+	CADirs []string
+	// EgressDirs name sandboxes whose egress directory (rules and log) is left.
+	EgressDirs []string
+	// Proxies are egress proxy containers whose sandbox is gone (egress.go).
+	Proxies  []string
 	Volumes  []string
 	Networks []string
 }
 
-// All lists every leftover, the agent and CA directories as "agent/NAME" and "ca/NAME".
+// All lists every leftover, the agent, CA and egress directories as "agent/NAME", "ca/NAME"
+// and "egress/NAME".
 func (o Orphans) All() []string {
-	all := slices.Concat(o.StateFiles, o.Volumes, o.Networks)
+	all := slices.Concat(o.StateFiles, o.Proxies, o.Volumes, o.Networks)
 	for _, n := range o.AgentDirs {
 		all = append(all, "agent/"+n)
 	}
 	for _, n := range o.CADirs {
 		all = append(all, "ca/"+n)
+	}
+	for _, n := range o.EgressDirs {
+		all = append(all, "egress/"+n)
 	}
 	return all
 }
@@ -213,7 +222,7 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 			o.StateFiles = append(o.StateFiles, n)
 		}
 	}
-	for sub, dirs := range map[string]*[]string{"agent": &o.AgentDirs, "ca": &o.CADirs} {
+	for sub, dirs := range map[string]*[]string{"agent": &o.AgentDirs, "ca": &o.CADirs, "egress": &o.EgressDirs} {
 		if names, err = m.State.dirNames(sub); err != nil {
 			return o, err
 		}
@@ -236,6 +245,9 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 			o.Volumes = append(o.Volumes, v.Name)
 		}
 	}
+	if o.Proxies, err = m.orphanProxies(ctx, alive, filter); err != nil {
+		return o, err
+	}
 	o.Networks, err = m.orphanNetworks(ctx, alive, filter)
 	return o, err
 }
@@ -256,6 +268,19 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 	for _, n := range o.CADirs {
 		if err := m.removeOrphanDir(ctx, n, m.State.caLock(n), m.State.caDir(n), "CA directory"); err != nil && first == nil {
 			first = err
+		}
+	}
+	for _, n := range o.EgressDirs {
+		// No create takes this lock: a create since FindOrphans is seen by the inspect.
+		lock := filepath.Join(filepath.Dir(m.State.EgressDir(n)), "."+n+".lock")
+		if err := m.removeOrphanDir(ctx, n, lock, m.State.EgressDir(n), "egress directory"); err != nil && first == nil {
+			first = err
+		}
+	}
+	// Proxies first: a network with a container on it cannot go.
+	for _, p := range o.Proxies {
+		if err := m.Engine.ContainerRemove(ctx, p, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && first == nil {
+			first = engineErr("removing egress proxy "+p, err)
 		}
 	}
 	for _, v := range o.Volumes {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
@@ -114,6 +115,10 @@ type SpecInput struct {
 	// AgentDir is the host directory for the agent's socket; "" runs KeepAlive instead of
 	// the agent. It stays out of the config hash: the transport does not shape the sandbox.
 	AgentDir string
+	// EgressSubnet is the subnet of the network the sandbox shares with its proxy, when
+	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
+	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
+	EgressSubnet netip.Prefix
 	// Protected are the project paths a rw workspace mounts on their own (protect.Find):
 	// read-only over what the user's host tools obey, read-write onto themselves for the
 	// directories on the way, so none can be renamed away. Other modes ignore them. They
@@ -143,7 +148,14 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	if cfg.CACerts != "" && in.CADir == "" {
 		return nil, fmt.Errorf("caCerts %s: no directory given for the bundle", cfg.CACerts)
 	}
-	env, err := containerEnv(caEnv(cfg), in.OneOffEnv)
+	if len(cfg.Egress) > 0 && !in.EgressSubnet.IsValid() {
+		return nil, fmt.Errorf("egress: no network given for the sandbox and its proxy")
+	}
+	envMap := caEnv(cfg)
+	if len(cfg.Egress) > 0 {
+		envMap = egressEnv(envMap, in.EgressSubnet)
+	}
+	env, err := containerEnv(envMap, in.OneOffEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -274,6 +286,13 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		},
 	}
 	spec.Network = &network.NetworkingConfig{}
+	if len(cfg.Egress) > 0 {
+		_, addr := egressAddrs(in.EgressSubnet)
+		spec.Host.NetworkMode = container.NetworkMode(EgressNetworkName(in.Name))
+		spec.Network.EndpointsConfig = map[string]*network.EndpointSettings{
+			EgressNetworkName(in.Name): {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: addr.String()}},
+		}
+	}
 	return spec, nil
 }
 

@@ -54,6 +54,7 @@ type FakeEngine struct {
 	NetworkInspectFn        func(ctx context.Context, networkID string, options network.InspectOptions) (network.Inspect, error)
 	NetworkListFn           func(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	NetworkRemoveFn         func(ctx context.Context, networkID string) error
+	NetworkConnectFn        func(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
 }
 
 var _ engine.Engine = (*FakeEngine)(nil)
@@ -276,4 +277,11 @@ func (f *FakeEngine) NetworkRemove(ctx context.Context, networkID string) error 
 		return f.unstubbed("NetworkRemove")
 	}
 	return f.NetworkRemoveFn(ctx, networkID)
+}
+
+func (f *FakeEngine) NetworkConnect(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error {
+	if f.NetworkConnectFn == nil {
+		return f.unstubbed("NetworkConnect")
+	}
+	return f.NetworkConnectFn(ctx, networkID, containerID, config)
 }

@@ -1,0 +1,91 @@
+package sandbox
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/mount"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+func TestBuildSpecEgress(t *testing.T) {
+	subnet := netip.MustParsePrefix("10.213.0.16/28")
+	s := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.Network, in.Config.Egress, in.EgressSubnet = "none", []string{"@debian"}, subnet
+		in.Config.Env["no_proxy"] = "localhost,127.0.0.1,.internal"
+	})
+	if got := string(s.Host.NetworkMode); got != "sbx-app-1a2b3c-egress" {
+		t.Errorf("network mode %q, want the egress network", got)
+	}
+	ep := s.Network.EndpointsConfig["sbx-app-1a2b3c-egress"]
+	if ep == nil || ep.IPAMConfig == nil || ep.IPAMConfig.IPv4Address != "10.213.0.19" {
+		t.Errorf("endpoint %+v, want the fixed address 10.213.0.19", ep)
+	}
+	for _, want := range []string{"HTTP_PROXY=http://10.213.0.18:3128", "HTTPS_PROXY=http://10.213.0.18:3128", "http_proxy=http://10.213.0.18:3128",
+		"https_proxy=http://10.213.0.18:3128", "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1,.internal"} {
+		if !slices.Contains(s.Container.Env, want) {
+			t.Errorf("no %s in %q", want, s.Container.Env)
+		}
+	}
+	if strings.Contains(s.Shape, "10.213") {
+		t.Errorf("the subnet shaped the sandbox: %s", s.Shape)
+	}
+	if _, err := BuildSpec(SpecInput{Name: "a", ProjectRoot: "/p", Config: egressConfig()}); err == nil {
+		t.Error("egress without a subnet was built")
+	}
+}
+
+func TestProxySpecHardening(t *testing.T) {
+	cfg, host, net := ProxySpec(ProxyInput{Name: "web", Image: "sbx-sandbox:bookworm-slim", Binary: "/usr/bin/sbx", Dir: "/state/egress/web",
+		Subnet: netip.MustParsePrefix("10.213.0.0/28"), UID: 65534, GID: 65534, Labels: map[string]string{LabelName: "web", LabelManaged: "true"}})
+	if cfg.User != "65534:65534" || cfg.Labels[LabelRole] != "egress-proxy" || cfg.Labels[LabelName] != "web" {
+		t.Errorf("user %q labels %v", cfg.User, cfg.Labels)
+	}
+	if got := strings.Join(append(cfg.Entrypoint, cfg.Cmd...), " "); got != "/usr/local/libexec/sbx egress proxy --sandbox web --listen 10.213.0.2:3128 --rules /egress/rules.json --log /egress/egress.log --ready /egress/ready" {
+		t.Errorf("command %q", got)
+	}
+	if !host.ReadonlyRootfs || !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Contains(host.SecurityOpt, "no-new-privileges:true") ||
+		host.Init == nil || !*host.Init || host.PidsLimit == nil || *host.PidsLimit > 256 || host.Memory == 0 || host.Memory != host.MemorySwap ||
+		host.Privileged || len(host.CapAdd) > 0 || host.LogConfig.Config["max-size"] == "" {
+		t.Errorf("proxy not hardened: %+v", host)
+	}
+	if !slices.ContainsFunc(host.SecurityOpt, func(o string) bool { return strings.HasPrefix(o, "seccomp={") }) {
+		t.Error("no seccomp profile")
+	}
+	want := []mount.Mount{
+		{Type: mount.TypeBind, Source: "/usr/bin/sbx", Target: "/usr/local/libexec/sbx", ReadOnly: true},
+		{Type: mount.TypeBind, Source: "/state/egress/web", Target: "/egress"},
+	}
+	if len(host.Mounts) != len(want) {
+		t.Fatalf("mounts %+v", host.Mounts)
+	}
+	for i, m := range host.Mounts {
+		if m.Type != want[i].Type || m.Source != want[i].Source || m.Target != want[i].Target || m.ReadOnly != want[i].ReadOnly {
+			t.Errorf("mount %d = %+v, want %+v", i, m, want[i])
+		}
+	}
+	if string(host.NetworkMode) != "sbx-web-egress" || net.EndpointsConfig["sbx-web-egress"].IPAMConfig.IPv4Address != "10.213.0.2" {
+		t.Errorf("network %s %+v", host.NetworkMode, net.EndpointsConfig)
+	}
+}
+
+func TestPickSubnet(t *testing.T) {
+	got, err := pickSubnet([]netip.Prefix{netip.MustParsePrefix("172.17.0.0/16"), netip.MustParsePrefix("10.213.0.0/28"), netip.MustParsePrefix("10.213.0.20/30")})
+	if err != nil || got != netip.MustParsePrefix("10.213.0.32/28") {
+		t.Errorf("pickSubnet = %v, %v; want 10.213.0.32/28, skipping the used and the overlapping", got, err)
+	}
+	_, err = pickSubnet([]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
+	if err == nil || !strings.Contains(err.Error(), "all 4096 /28 subnets of 10.213.0.0/16 are in use") || errs.Hint(err) == "" {
+		t.Errorf("exhausted: %v (hint %q)", err, errs.Hint(err))
+	}
+}
+
+func egressConfig() config.Config {
+	c := safeConfig()
+	c.Egress = []string{"pypi.org"}
+	return c
+}
