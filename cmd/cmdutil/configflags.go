@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -13,7 +14,8 @@ import (
 // ConfigFlags are the flags for the common config keys, shared by every command that resolves
 // a sandbox's config. Only the flags the user set form the flag layer.
 type ConfigFlags struct {
-	fs *pflag.FlagSet
+	fs   *pflag.FlagSet
+	omit []string
 }
 
 // configFlag ties a flag to the config key it sets.
@@ -38,17 +40,20 @@ var configFlagList = []configFlag{
 }
 
 // AddConfigFlags adds --profile --image --workspace --network --memory --cpus --pids-limit
-// --env --egress --bind --user --runtime to fs. Values are checked by the config resolver, so a bad
-// one is reported with its flag like any other refused setting.
-func AddConfigFlags(fs *pflag.FlagSet) *ConfigFlags {
+// --env --egress --bind --user --runtime to fs, but those named in omit (a command whose
+// flag of that name means something else). Values are checked by the config resolver, so a
+// bad one is reported with its flag like any other refused setting.
+func AddConfigFlags(fs *pflag.FlagSet, omit ...string) *ConfigFlags {
 	for _, f := range configFlagList {
-		if f.list {
+		switch {
+		case slices.Contains(omit, f.flag):
+		case f.list:
 			fs.StringArray(f.flag, nil, f.usage)
-		} else {
+		default:
 			fs.String(f.flag, "", f.usage)
 		}
 	}
-	return &ConfigFlags{fs: fs}
+	return &ConfigFlags{fs: fs, omit: omit}
 }
 
 // Layer returns the settings of the flags the user actually set, with sources flag:--x.
@@ -58,7 +63,7 @@ func (c *ConfigFlags) Layer() []config.Setting {
 	}
 	var out []config.Setting
 	for _, f := range configFlagList {
-		if !c.fs.Changed(f.flag) {
+		if slices.Contains(c.omit, f.flag) || !c.fs.Changed(f.flag) {
 			continue
 		}
 		var values []string

@@ -1,5 +1,6 @@
-// Package egress implements "sbx egress": the filtering proxy a sandbox with egress rules
-// reaches the world through (hidden: sbx starts it in the sandbox's proxy container).
+// Package egress implements "sbx egress": the decision log of a sandbox's egress proxy
+// (log), runtime changes of its rules (allow, deny), and the proxy itself (hidden: sbx
+// starts it in the sandbox's proxy container).
 package egress
 
 import (
@@ -29,7 +30,7 @@ func NewCmdEgress(f *cmdutil.Factory) *cobra.Command {
 		Short: "The egress allowlist of sandboxes with egress rules",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(NewCmdProxy(f, nil))
+	cmd.AddCommand(NewCmdLog(f, nil), NewCmdAllow(f, nil), NewCmdDeny(f, nil), NewCmdProxy(f, nil))
 	return cmd
 }
 

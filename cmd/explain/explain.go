@@ -4,7 +4,9 @@ package explain
 import (
 	"context"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -28,12 +30,17 @@ type ExplainOptions struct {
 	Live func(ctx context.Context, r *config.Resolved) (*explain.Live, error)
 	// Protect finds the paths a rw workspace keeps read-only; it reads the project only.
 	Protect func(r *config.Resolved) (*protect.Plan, error)
+	// EgressRuntime reads the sandbox's runtime egress changes; nil when it has none.
+	EgressRuntime func(ctx context.Context, r *config.Resolved) *explain.EgressRuntime
 
-	Name   string
-	Tool   string
-	JSON   bool
-	Check  bool
-	Config *cmdutil.ConfigFlags
+	Name string
+	Tool string
+	// EgressHost and EgressPort are --egress HOST[:PORT].
+	EgressHost string
+	EgressPort int
+	JSON       bool
+	Check      bool
+	Config     *cmdutil.ConfigFlags
 }
 
 // NewCmdExplain builds "sbx explain".
@@ -50,7 +57,21 @@ func NewCmdExplain(f *cmdutil.Factory, runF func(context.Context, *ExplainOption
 			home, _ := f.HomeDir()
 			return sandbox.Protection(r.ProjectRoot, home, r.Config)
 		},
+		EgressRuntime: func(ctx context.Context, r *config.Resolved) *explain.EgressRuntime {
+			// What the engine or the state directory cannot say, explain leaves out: the
+			// live section reports an engine that does not answer.
+			m, err := cmdutil.Manager(ctx, f)
+			if err != nil {
+				return nil
+			}
+			rt, ok, err := m.EgressRuntime(ctx, r.Name)
+			if err != nil || !ok {
+				return nil
+			}
+			return &explain.EgressRuntime{Allowed: rt.Allowed, Denied: rt.Denied}
+		},
 	}
+	var egressDest string
 	cmd := &cobra.Command{
 		Use:   "explain [NAME]",
 		Short: "Show a sandbox's resolved config, where each value came from, and its security posture",
@@ -73,6 +94,12 @@ config is refused: use it in CI.`,
 			if len(args) == 1 {
 				opts.Name = args[0]
 			}
+			if egressDest != "" {
+				var err error
+				if opts.EgressHost, opts.EgressPort, err = parseDest(egressDest); err != nil {
+					return err
+				}
+			}
 			if opts.Tool != "" && !slices.Contains(config.ToolNames, opts.Tool) {
 				return errs.Usagef("unknown tool %q", opts.Tool).WithHint("the tools are " + strings.Join(config.ToolNames, ", "))
 			}
@@ -86,7 +113,8 @@ config is refused: use it in CI.`,
 	fl.StringVar(&opts.Tool, "tool", "", "show the policy decision for `TOOL` ("+strings.Join(config.ToolNames, ", ")+")")
 	fl.BoolVar(&opts.JSON, "json", false, "print as JSON")
 	fl.BoolVar(&opts.Check, "check", false, "only validate; exit 1 when the config is refused (never contacts the engine)")
-	opts.Config = cmdutil.AddConfigFlags(fl)
+	fl.StringVar(&egressDest, "egress", "", "show whether the sandbox's egress proxy lets it reach `HOST[:PORT]` (port 443 when not given), and by which rule")
+	opts.Config = cmdutil.AddConfigFlags(fl, "egress")
 	return cmd
 }
 
@@ -96,7 +124,10 @@ func explainRun(ctx context.Context, opts *ExplainOptions) error {
 	if err != nil && !errors.As(err, &verr) {
 		return err
 	}
-	eo := explain.Options{Tool: opts.Tool}
+	eo := explain.Options{Tool: opts.Tool, EgressHost: opts.EgressHost, EgressPort: opts.EgressPort}
+	if !opts.Check && opts.EgressRuntime != nil && len(r.Config.Egress) > 0 {
+		eo.EgressRuntime = opts.EgressRuntime(ctx, r)
+	}
 	if !opts.Check && opts.Protect != nil {
 		plan, err := opts.Protect(r)
 		eo.Protected = &explain.Protected{Plan: plan}
@@ -128,4 +159,21 @@ func explainRun(ctx context.Context, opts *ExplainOptions) error {
 		return &errs.ExitError{Code: errs.CodeError}
 	}
 	return nil
+}
+
+// parseDest splits --egress HOST[:PORT]; an IPv6 address with a port is written in brackets.
+func parseDest(dest string) (string, int, error) {
+	host, port := dest, 443
+	if strings.HasPrefix(dest, "[") || strings.Count(dest, ":") == 1 {
+		h, p, err := net.SplitHostPort(dest)
+		n, perr := strconv.Atoi(p)
+		if err != nil || perr != nil || n < 1 || n > 65535 {
+			return "", 0, errs.Usagef("--egress %q is not HOST or HOST:PORT", dest).WithHint("write it as pypi.org, pypi.org:443, 10.1.2.3:5432 or [::1]:80")
+		}
+		host, port = h, n
+	}
+	if host == "" {
+		return "", 0, errs.Usagef("--egress %q names no host", dest)
+	}
+	return host, port, nil
 }

@@ -6,8 +6,10 @@ package explain
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
@@ -35,6 +37,18 @@ type Options struct {
 	Live *Live
 	// Protected is what a rw workspace keeps read-only; nil when not looked for.
 	Protected *Protected
+	// EgressRuntime is what "sbx egress allow|deny" changed of the sandbox's rules; nil
+	// when it has none (no sandbox, no egress, or not looked for).
+	EgressRuntime *EgressRuntime
+	// EgressHost and EgressPort ask for the egress decision of one destination (--egress).
+	EgressHost string
+	EgressPort int
+}
+
+// EgressRuntime are the destinations allowed and denied at runtime, beside the config's.
+type EgressRuntime struct {
+	Allowed []string `json:"allowed"`
+	Denied  []string `json:"denied"`
 }
 
 // Protected is what a rw workspace mounts read-only over the project (and the directories it
@@ -145,6 +159,22 @@ type Decision struct {
 type Egress struct {
 	Rules  []EgressRule `json:"rules"`
 	Source string       `json:"source"`
+	// Runtime is null unless the sandbox exists with runtime changes looked for.
+	Runtime *EgressRuntime `json:"runtime"`
+	// Query is the decision for --egress.
+	Query *EgressDecision `json:"query,omitempty"`
+}
+
+// EgressDecision is the proxy's answer for one destination, by name or address literal,
+// before resolving: a name allowed here is still refused if it resolves to a reserved or
+// internal address that no address rule names.
+type EgressDecision struct {
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Allowed bool   `json:"allowed"`
+	Rule    string `json:"rule,omitempty"`
+	Preset  string `json:"preset,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // EgressRule is one allowed destination and the preset it came from, "" for one written as is.
@@ -216,6 +246,10 @@ func Build(r *config.Resolved, opts Options) Report {
 	for _, rule := range r.EgressRules() {
 		rep.Egress.Rules = append(rep.Egress.Rules, EgressRule{Rule: rule.Text, Preset: rule.Preset})
 	}
+	rep.Egress.Runtime = opts.EgressRuntime
+	if opts.EgressHost != "" {
+		rep.Egress.Query = egressDecision(r, opts)
+	}
 	if opts.Live != nil {
 		rep.Engine = Engine{Checked: true, Live: *opts.Live}
 	}
@@ -235,6 +269,28 @@ func decision(r *config.Resolved, tool string) Decision {
 		out.Fix = errs.Hint(config.CheckTool(r, tool))
 	}
 	return out
+}
+
+// egressDecision decides opts' destination by the config's rules and the runtime changes,
+// with the code the proxy runs.
+func egressDecision(r *config.Resolved, opts Options) *EgressDecision {
+	q := &EgressDecision{Host: opts.EgressHost, Port: opts.EgressPort}
+	if len(r.Config.Egress) == 0 {
+		q.Reason = "the sandbox has no egress rules, so no proxy: network " + r.Config.Network + " alone decides"
+		return q
+	}
+	f := egress.File{Allow: r.Config.Egress}
+	if rt := opts.EgressRuntime; rt != nil {
+		f.Allow, f.Deny = append(slices.Clone(f.Allow), rt.Allowed...), rt.Denied
+	}
+	p, err := f.Policy()
+	if err != nil {
+		q.Reason = err.Error()
+		return q
+	}
+	d := p.Decide(opts.EgressHost, opts.EgressPort)
+	q.Allowed, q.Rule, q.Preset, q.Reason = d.Allowed, d.Rule, d.Preset, d.Reason
+	return q
 }
 
 func problems(ps []config.Problem) []Problem {

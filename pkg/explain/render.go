@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/termtext"
 )
 
 // TextOptions choose the text form: TTY draws tables and marks, Color adds colour (off when
@@ -350,13 +353,34 @@ func (p *printer) egress(e Egress) {
 	p.heading("Egress allowlist (through sbx's proxy; every other destination is refused)")
 	if len(e.Rules) == 0 {
 		p.line("  none: no proxy, the network setting alone decides")
-		return
 	}
 	var rows [][]string
 	for _, r := range e.Rules {
 		rows = append(rows, []string{r.Rule, r.Preset, e.Source})
 	}
 	p.rows(rows)
+	if rt := e.Runtime; rt != nil {
+		p.line("")
+		p.heading("Egress changes at runtime (sbx egress allow|deny; gone when the sandbox is recreated)")
+		p.rows([][]string{
+			{"allowed", "[" + termtext.Clean(strings.Join(rt.Allowed, ", ")) + "]"},
+			{"denied", "[" + termtext.Clean(strings.Join(rt.Denied, ", ")) + "]"},
+		})
+	}
+	if q := e.Query; q != nil {
+		p.line("")
+		dest := termtext.Clean(net.JoinHostPort(q.Host, strconv.Itoa(q.Port)))
+		p.heading("Decision for --egress " + dest)
+		d := Decision{Allowed: q.Allowed}
+		switch {
+		case q.Allowed && q.Preset != "":
+			p.line(fmt.Sprintf("  %s: by %q (%s); a name is still refused if it resolves to a reserved or internal address", p.verdict(d), q.Rule, q.Preset))
+		case q.Allowed:
+			p.line(fmt.Sprintf("  %s: by %q; a name is still refused if it resolves to a reserved or internal address", p.verdict(d), q.Rule))
+		default:
+			p.line("  " + p.verdict(d) + ": " + termtext.Clean(q.Reason))
+		}
+	}
 }
 
 func (p *printer) verdict(d Decision) string {

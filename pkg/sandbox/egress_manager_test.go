@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -156,5 +158,59 @@ func TestEnsureWithEgress(t *testing.T) {
 	}
 	if _, err := os.Stat(m.State.EgressDir("app-123456")); !os.IsNotExist(err) {
 		t.Errorf("egress directory left: %v", err)
+	}
+}
+
+func TestChangeEgress(t *testing.T) {
+	var m *sandbox.Manager
+	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
+	m = fakeManager(t, e.FakeEngine)
+	in := specInput()
+	in.Config.Egress = []string{"@debian"}
+	ctx := context.Background()
+	if _, err := m.Ensure(ctx, in, sandbox.EnsureOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A stopped proxy reads the file when it starts: nothing to wait for (waitReload's test).
+	if err := m.Stop(ctx, "app-123456"); err != nil {
+		t.Fatal(err)
+	}
+	proxy := e.containers["sbx-app-123456-proxy"]
+	proxy.State = &container.State{Status: container.StateExited}
+	e.containers["sbx-app-123456-proxy"] = proxy
+	step := func(allow bool, dests []string, wantAllow, wantDeny string) {
+		t.Helper()
+		rt, err := m.ChangeEgress(ctx, "app-123456", allow, dests)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := m.State.ReadEgressRules("app-123456")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(f.Allow, " ") != "@debian"+wantAllow || strings.Join(f.Deny, " ") != wantDeny || !slices.Contains(f.Internal, "172.17.0.1") {
+			t.Errorf("rules %+v, want allow @debian%s deny %q, internal kept", f, wantAllow, wantDeny)
+		}
+		if !slices.Equal(rt.Configured, []string{"@debian"}) || strings.Join(rt.Allowed, " ")+"|"+strings.Join(rt.Denied, " ") != strings.TrimSpace(wantAllow)+"|"+wantDeny {
+			t.Errorf("runtime %+v", rt)
+		}
+	}
+	step(true, []string{"registry.npmjs.org"}, " registry.npmjs.org", "")
+	step(false, []string{"registry.npmjs.org"}, "", "registry.npmjs.org")
+	step(true, []string{"registry.npmjs.org"}, " registry.npmjs.org", "")
+	// A deny of what the config allows stays a deny entry: the config's list is kept as is.
+	step(false, []string{"deb.debian.org"}, " registry.npmjs.org", "deb.debian.org")
+
+	if _, err := m.ChangeEgress(ctx, "app-123456", true, []string{"*.com"}); errs.ExitCode(err) != errs.CodeUsage || errs.Hint(err) == "" {
+		t.Errorf("a bad destination: %v (exit %d)", err, errs.ExitCode(err))
+	}
+	plain := specInput()
+	plain.Name = "plain-123456"
+	if _, err := m.Ensure(ctx, plain, sandbox.EnsureOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var none *sandbox.NoEgressError
+	if _, err := m.ChangeEgress(ctx, "plain-123456", true, []string{"pypi.org"}); !errors.As(err, &none) || errs.Hint(err) == "" {
+		t.Errorf("a sandbox without egress: %v", err)
 	}
 }

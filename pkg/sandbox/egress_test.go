@@ -1,7 +1,10 @@
 package sandbox
 
 import (
+	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -88,4 +91,22 @@ func egressConfig() config.Config {
 	c := safeConfig()
 	c.Egress = []string{"pypi.org"}
 	return c
+}
+
+func TestWaitReload(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "egress.log")
+	old := `{"time":"2026-12-01T10:00:00Z","event":"reload","rules":2}` + "\n"
+	for _, tt := range []struct{ appended, want string }{
+		{`{"time":"2026-12-01T10:00:01Z","event":"reload","rules":3}` + "\n", ""},
+		{`{"time":"2026-12-01T10:00:01Z","event":"reload","error":"allow: egress rule \"@x\": unknown preset"}` + "\n", "refused the new rules and keeps the previous ones: allow: egress rule"},
+	} {
+		if err := os.WriteFile(log, []byte(old+tt.appended), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := waitReload(context.Background(), "web", log, int64(len(old)))
+		if (tt.want == "" && err != nil) || (tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want))) {
+			t.Errorf("after %q: %v, want %q", tt.appended, err, tt.want)
+		}
+	}
 }

@@ -271,9 +271,7 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 		}
 	}
 	for _, n := range o.EgressDirs {
-		// No create takes this lock: a create since FindOrphans is seen by the inspect.
-		lock := filepath.Join(filepath.Dir(m.State.EgressDir(n)), "."+n+".lock")
-		if err := m.removeOrphanDir(ctx, n, lock, m.State.EgressDir(n), "egress directory"); err != nil && first == nil {
+		if err := m.removeOrphanDir(ctx, n, m.State.egressLock(n), m.State.EgressDir(n), "egress directory"); err != nil && first == nil {
 			first = err
 		}
 	}
