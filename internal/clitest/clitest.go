@@ -199,7 +199,8 @@ func (c *CLI) removeAll() {
 		return
 	}
 	for _, ctr := range list {
-		if !c.owns(ctr.Labels) {
+		// A sandbox's egress proxy goes with it (sbx rm).
+		if !c.owns(ctr.Labels) || ctr.Labels[sandbox.LabelRole] != "" {
 			continue
 		}
 		if r := c.Run("rm", "-f", ctr.Labels[sandbox.LabelName]); r.Code != 0 {

@@ -1,0 +1,182 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/sbx-sandbox/sbx/pkg/egress"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// connectProbe tries a direct TCP connection from inside a sandbox and prints "open" or
+// "closed: REASON"; python3 is in every bundled image.
+const connectProbe = `import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("open")
+except Exception as e:
+    print("closed:", e)`
+
+// A sandbox with egress: ["@debian"] reaches Debian's mirror through its proxy over HTTP and
+// HTTPS, and nothing else: the npm registry (the same address) is refused by name, with an
+// entry in the log; no direct connection, no DNS, no host listener, no other sandbox.
+// "sbx egress allow" opens the registry without a restart and "deny" closes it again.
+func TestCLIEgress(t *testing.T) {
+	needsReSignedHTTPS(t)
+	c := newCLI(t)
+	name, other := cliRun+"-egress", cliRun+"-egress2"
+	c.Write(".sbx.yaml", "egress: ['@debian']\ncaCerts: host\n")
+	c.Trust()
+	code := func(sb, url string) string {
+		t.Helper()
+		// %{http_code} is the destination's answer; for HTTPS, a refusal is CONNECT's.
+		r := c.Run("exec", "-n", sb, "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{http_connect}", url)
+		return r.Stdout
+	}
+	for _, url := range []string{"http://deb.debian.org/debian/dists/bookworm/Release", debianRelease} {
+		if got := code(name, url); !strings.HasPrefix(got, "200 ") {
+			t.Errorf("%s: %q, want 200", url, got)
+		}
+	}
+	if got := code(name, "https://registry.npmjs.org/"); got != "000 403" {
+		t.Errorf("npm registry over HTTPS: %q, want CONNECT refused with 403", got)
+	}
+	r := c.Run("exec", "-n", name, "--", "curl", "-sS", "http://registry.npmjs.org/")
+	if !strings.Contains(r.Stdout, "denied by the sandbox's egress allowlist (no rule allows it)") || !strings.Contains(r.Stdout, "sbx egress allow "+name+" registry.npmjs.org") {
+		t.Errorf("npm registry over HTTP: the refusal does not explain itself: %s", r)
+	}
+
+	r = c.Run("egress", "log", name, "--json")
+	var allowed, denied bool
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		var e egress.Entry
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("egress log --json: %v in %q", err, line)
+		}
+		allowed = allowed || (e.Allowed && e.Host == "deb.debian.org" && e.Rule == "deb.debian.org" && e.Preset == "@debian" && e.BytesDown > 0)
+		denied = denied || (!e.Allowed && e.Host == "registry.npmjs.org" && e.Reason == "no rule allows it")
+	}
+	if r.Code != 0 || !allowed || !denied {
+		t.Errorf("egress log --json: want the allowed deb.debian.org with its rule and the denied registry.npmjs.org: %s", r)
+	}
+
+	// No way around the proxy: no route, no name lookups.
+	probe := func(sb, host string, port int) string {
+		t.Helper()
+		return strings.TrimSpace(c.Run("exec", "-n", sb, "--", "python3", "-c", connectProbe, host, strconv.Itoa(port)).Stdout)
+	}
+	if got := probe(name, "203.0.113.80", 80); !strings.HasPrefix(got, "closed") {
+		t.Errorf("a direct connection to Debian's mirror: %q", got)
+	}
+	if r := c.Run("exec", "-n", name, "--", "getent", "hosts", "deb.debian.org"); r.Code == 0 {
+		t.Errorf("a name resolves inside: %s", r)
+	}
+
+	// The host: a listener on all its addresses, tried through the sandbox network's
+	// gateway, the default bridge's gateway and the host's own addresses.
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = conn.Write([]byte("HTTP/1.0 200 OK\r\n\r\nhost\n"))
+			conn.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	egressNet, err := c.Eng.NetworkInspect(ctx, sandbox.EgressNetworkName(name), network.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnet := netip.MustParsePrefix(egressNet.IPAM.Config[0].Subnet)
+	hostAddrs := []string{subnet.Addr().Next().String(), "172.17.0.1"}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLoopback() {
+				hostAddrs = append(hostAddrs, ipn.IP.String())
+			}
+		}
+	}
+	for _, a := range hostAddrs {
+		if got := probe(name, a, port); !strings.HasPrefix(got, "closed") {
+			t.Errorf("the host listener through %s: %q", a, got)
+		}
+		if got := code(name, "http://"+net.JoinHostPort(a, strconv.Itoa(port))+"/"); got != "403 000" {
+			t.Errorf("the host listener through the proxy at %s: %q, want 403", a, got)
+		}
+	}
+
+	// Another sandbox with a listener, which answers inside it but not from the first.
+	serve := make(chan struct{})
+	go func() {
+		defer close(serve)
+		c.Run("exec", "-n", other, "--", "timeout", "60", "python3", "-m", "http.server", "8000")
+	}()
+	otherAddr := ""
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		if n, err := c.Eng.NetworkInspect(ctx, sandbox.EgressNetworkName(other), network.InspectOptions{}); err == nil && len(n.IPAM.Config) > 0 {
+			p := netip.MustParsePrefix(n.IPAM.Config[0].Subnet)
+			a := p.Addr().Next().Next().Next().String() // the sandbox's fixed address
+			if probe(other, a, 8000) == "open" {
+				otherAddr = a
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if otherAddr == "" {
+		t.Fatal("the other sandbox's listener never answered inside it")
+	}
+	if got := probe(name, otherAddr, 8000); !strings.HasPrefix(got, "closed") {
+		t.Errorf("another sandbox directly: %q", got)
+	}
+	if got := code(name, "http://"+otherAddr+":8000/"); got != "403 000" {
+		t.Errorf("another sandbox through the proxy: %q, want 403", got)
+	}
+	c.Run("stop", other) // ends the listener's exec
+	<-serve
+
+	// Runtime changes, no restart.
+	if r := c.Run("egress", "allow", name, "registry.npmjs.org"); r.Code != 0 || !strings.Contains(r.Stdout, "allowed at runtime [registry.npmjs.org]") {
+		t.Fatalf("egress allow: %s", r)
+	}
+	if got := code(name, "https://registry.npmjs.org/"); !strings.HasPrefix(got, "200 ") {
+		t.Errorf("npm registry after allow: %q", got)
+	}
+	if r := c.Run("explain", name, "--egress", "registry.npmjs.org"); !strings.Contains(r.Stdout, "allowed  [registry.npmjs.org]") || !strings.Contains(r.Stdout, `allowed: by "registry.npmjs.org"`) {
+		t.Errorf("explain after allow: %s", r)
+	}
+	if r := c.Run("egress", "deny", name, "registry.npmjs.org"); r.Code != 0 {
+		t.Fatalf("egress deny: %s", r)
+	}
+	if got := code(name, "https://registry.npmjs.org/"); got != "000 403" {
+		t.Errorf("npm registry after deny: %q", got)
+	}
+	for _, sb := range []string{name, other} {
+		if r := c.Run("rm", "-f", sb); r.Code != 0 {
+			t.Errorf("rm: %s", r)
+		}
+		if _, err := c.Eng.ContainerInspect(ctx, sandbox.ProxyName(sb)); err == nil {
+			t.Errorf("rm left the proxy of %s", sb)
+		}
+		if _, err := c.Eng.NetworkInspect(ctx, sandbox.EgressNetworkName(sb), network.InspectOptions{}); err == nil {
+			t.Errorf("rm left the egress network of %s", sb)
+		}
+	}
+}
