@@ -180,3 +180,26 @@ func TestCLIEgress(t *testing.T) {
 		}
 	}
 }
+
+// The toolchains of the common profile follow the proxy variables: npm with @node, and go
+// with @go, whose checksum database Go reaches through proxy.golang.org.
+func TestCLIEgressToolchains(t *testing.T) {
+	needsReSignedHTTPS(t)
+	c := newCLI(t)
+	name := cliRun + "-egresstools"
+	c.Write(".sbx.yaml", "profile: common\negress: ['@node', '@go']\ncaCerts: host\n")
+	c.Trust()
+	if r := c.Run("exec", "-n", name, "--", "npm", "view", "left-pad", "version"); r.Code != 0 || strings.TrimSpace(r.Stdout) == "" {
+		t.Errorf("npm view: %s", r)
+	}
+	goMod := "cd /tmp && mkdir -p m && cd m && go mod init example.com/m && go mod download -json golang.org/x/text@v0.14.0"
+	if r := c.Run("exec", "-n", name, "--", "sh", "-c", goMod); r.Code != 0 || !strings.Contains(r.Stdout, `"Sum": "h1:`) {
+		t.Errorf("go mod download: %s", r)
+	}
+	r := c.Run("egress", "log", name)
+	for _, want := range []string{"allowed  registry.npmjs.org:443  by registry.npmjs.org (@node)", "allowed  proxy.golang.org:443  by proxy.golang.org (@go)"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("egress log has no %q: %s", want, r)
+		}
+	}
+}
