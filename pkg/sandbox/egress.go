@@ -64,8 +64,9 @@ const (
 // EgressNetworkName is the network sandbox NAME shares with its proxy.
 func EgressNetworkName(name string) string { return "sbx-" + name + "-egress" }
 
-// ProxyName is the container of sandbox NAME's proxy.
-func ProxyName(name string) string { return "sbx-" + name + "-proxy" }
+// ProxyName is the container of sandbox NAME's proxy. "sbx_" can begin no sandbox's container
+// name ("sbx-" + a name), and a suffix could (a sandbox may be called NAME-proxy).
+func ProxyName(name string) string { return "sbx_proxy-" + name }
 
 // EgressDir is the directory of sandbox name's rules file and log.
 func (s *StateStore) EgressDir(name string) string { return filepath.Join(s.Dir, "egress", name) }

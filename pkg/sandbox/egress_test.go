@@ -110,3 +110,15 @@ func TestWaitReload(t *testing.T) {
 		}
 	}
 }
+
+// No sandbox's container can take its neighbour's proxy's name: a sandbox may be called
+// "web-proxy" or "web.proxy" beside "web".
+func TestProxyNameIsNoSandboxName(t *testing.T) {
+	for _, n := range []string{"web", "web-proxy", "web.proxy", "proxy-web", "_proxy-web"} {
+		for _, m := range []string{"web", "web-proxy", "web.proxy", "proxy-web"} {
+			if ProxyName(n) == ContainerName(m) {
+				t.Errorf("the proxy of %q is named as sandbox %q", n, m)
+			}
+		}
+	}
+}

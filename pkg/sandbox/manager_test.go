@@ -393,10 +393,10 @@ func TestFindOrphans(t *testing.T) {
 			return container.Summary{Names: []string{"/" + name}, Labels: labels}
 		}
 		return []container.Summary{
-			proxy("sbx-gone-proxy", ours("gone")),
-			proxy("sbx-live-proxy", ours("live")),
+			proxy("sbx_proxy-gone", ours("gone")),
+			proxy("sbx_proxy-live", ours("live")),
 			proxy("someone-elses", ours("gone")),
-			proxy("sbx-y-proxy", map[string]string{sandbox.LabelName: "y"}),
+			proxy("sbx_proxy-y", map[string]string{sandbox.LabelName: "y"}),
 		}, nil
 	}}
 	m := fakeManager(t, fake)
@@ -422,7 +422,7 @@ func TestFindOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(o.StateFiles, []string{"gone"}) || !slices.Equal(o.AgentDirs, []string{"gone"}) || !slices.Equal(o.CADirs, []string{"gone"}) ||
-		!slices.Equal(o.EgressDirs, []string{"gone"}) || !slices.Equal(o.Proxies, []string{"sbx-gone-proxy"}) ||
+		!slices.Equal(o.EgressDirs, []string{"gone"}) || !slices.Equal(o.Proxies, []string{"sbx_proxy-gone"}) ||
 		!slices.Equal(o.Volumes, []string{"sbx-gone-ws"}) || !slices.Equal(o.Networks, []string{"sbx-gone-net", "sbx-gone-egress"}) {
 		t.Errorf("orphans %+v, want state file, agent, CA and egress directories, proxy, volume sbx-gone-ws and networks of gone", o)
 	}
@@ -850,7 +850,7 @@ func newEgressEngine(t *testing.T, readyDir func() string) *egressEngine {
 		},
 		ContainerStartFn: func(_ context.Context, id string, _ container.StartOptions) error {
 			e.calls = append(e.calls, "start "+id)
-			if strings.HasSuffix(id, "-proxy") {
+			if strings.HasPrefix(id, "sbx_proxy-") {
 				if err := os.WriteFile(filepath.Join(readyDir(), "ready"), nil, 0o644); err != nil {
 					t.Error(err)
 				}
@@ -888,8 +888,8 @@ func ensureEgress(t *testing.T) (*sandbox.Manager, *egressEngine) {
 
 func TestEnsureWithEgress(t *testing.T) {
 	m, e := ensureEgress(t)
-	want := []string{"network sbx-app-123456-egress", "network sbx-app-123456-egress", "create sbx-app-123456-proxy",
-		"connect sbx-app-123456-proxy bridge", "create sbx-app-123456", "start sbx-app-123456-proxy", "start sbx-app-123456"}
+	want := []string{"network sbx-app-123456-egress", "network sbx-app-123456-egress", "create sbx_proxy-app-123456",
+		"connect sbx_proxy-app-123456 bridge", "create sbx-app-123456", "start sbx_proxy-app-123456", "start sbx-app-123456"}
 	if !slices.Equal(e.calls, want) {
 		t.Errorf("calls\n%q\nwant\n%q", e.calls, want)
 	}
@@ -898,7 +898,7 @@ func TestEnsureWithEgress(t *testing.T) {
 		n.Labels[sandbox.LabelManaged] != "true" || n.Labels[sandbox.LabelName] != "app-123456" {
 		t.Errorf("egress network %+v: want internal, inhibit_ipv4, the first free /28, labelled", n)
 	}
-	proxy := e.containers["sbx-app-123456-proxy"]
+	proxy := e.containers["sbx_proxy-app-123456"]
 	if proxy.Config.Labels[sandbox.LabelRole] != "egress-proxy" || proxy.Config.Labels[sandbox.LabelName] != "app-123456" ||
 		!slices.Contains(proxy.Config.Cmd, "10.213.0.34:3128") || proxy.HostConfig.Mounts[1].Source != m.State.EgressDir("app-123456") {
 		t.Errorf("proxy %+v %+v", proxy.Config, proxy.HostConfig.Mounts)
@@ -921,14 +921,14 @@ func TestEnsureWithEgress(t *testing.T) {
 	if err := m.Stop(context.Background(), "app-123456"); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"stop sbx-app-123456", "stop sbx-app-123456-proxy"}; !slices.Equal(e.calls, want) {
+	if want := []string{"stop sbx-app-123456", "stop sbx_proxy-app-123456"}; !slices.Equal(e.calls, want) {
 		t.Errorf("stop: %q, want %q", e.calls, want)
 	}
 	e.calls = nil
 	if err := m.Remove(context.Background(), "app-123456", true); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"rm sbx-app-123456", "rm sbx-app-123456-proxy", "rm network sbx-app-123456-egress"}; !slices.Equal(e.calls, want) {
+	if want := []string{"rm sbx-app-123456", "rm sbx_proxy-app-123456", "rm network sbx-app-123456-egress"}; !slices.Equal(e.calls, want) {
 		t.Errorf("rm: %q, want %q", e.calls, want)
 	}
 	if _, err := os.Stat(m.State.EgressDir("app-123456")); !os.IsNotExist(err) {
@@ -943,9 +943,9 @@ func TestChangeEgress(t *testing.T) {
 	if err := m.Stop(ctx, "app-123456"); err != nil {
 		t.Fatal(err)
 	}
-	proxy := e.containers["sbx-app-123456-proxy"]
+	proxy := e.containers["sbx_proxy-app-123456"]
 	proxy.State = &container.State{Status: container.StateExited}
-	e.containers["sbx-app-123456-proxy"] = proxy
+	e.containers["sbx_proxy-app-123456"] = proxy
 	step := func(allow bool, dests []string, wantAllow, wantDeny string) {
 		t.Helper()
 		rt, err := m.ChangeEgress(ctx, "app-123456", allow, dests)
