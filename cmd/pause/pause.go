@@ -3,12 +3,12 @@ package pause
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // PauseOptions are the inputs of "sbx pause" and "sbx resume".
@@ -51,62 +51,31 @@ the project's default sandbox.`,
 // sandbox, then runF (tests) or run.
 func newCmd(f *cmdutil.Factory, runF, run func(context.Context, *PauseOptions) error, cmd *cobra.Command) *cobra.Command {
 	opts := &PauseOptions{IO: f.IOStreams, Factory: f}
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		names, err := cmdutil.SandboxNames(opts.Factory, args)
-		if err != nil {
-			return err
-		}
-		opts.Names = names
-		if runF != nil {
-			return runF(cmd.Context(), opts)
-		}
-		return run(cmd.Context(), opts)
-	}
+	cmd.RunE = cmdutil.NamesRunE(f, opts, &opts.Names, runF, run)
 	return cmd
 }
 
 func pauseRun(ctx context.Context, opts *PauseOptions) error {
-	m, err := cmdutil.Manager(ctx, opts.Factory)
-	if err != nil {
-		return err
-	}
-	var failed []error
-	for _, name := range opts.Names {
+	return cmdutil.EachSandbox(ctx, opts.Factory, opts.IO, opts.Names, func(m *sandbox.Manager, name string) error {
 		already, err := m.Pause(ctx, name)
-		if err != nil {
-			failed = append(failed, err)
-			continue
-		}
-		if already {
+		if err == nil && already {
 			opts.IO.Progressf("sandbox %q was already paused\n", name)
 		}
-		fmt.Fprintln(opts.IO.Out, name)
-	}
-	return cmdutil.ReportFailures(opts.IO, failed)
+		return err
+	})
 }
 
 func resumeRun(ctx context.Context, opts *PauseOptions) error {
-	m, err := cmdutil.Manager(ctx, opts.Factory)
-	if err != nil {
-		return err
-	}
-	var failed []error
-	for _, name := range opts.Names {
+	return cmdutil.EachSandbox(ctx, opts.Factory, opts.IO, opts.Names, func(m *sandbox.Manager, name string) error {
 		// The cap and how to evict come from the sandbox's own configuration.
 		r, err := cmdutil.ResolveConfig(opts.Factory, name)
 		if r == nil {
-			failed = append(failed, err)
-			continue
+			return err
 		}
 		already, err := m.Resume(ctx, name, r.Config)
-		if err != nil {
-			failed = append(failed, err)
-			continue
-		}
-		if already {
+		if err == nil && already {
 			opts.IO.Progressf("sandbox %q was not paused\n", name)
 		}
-		fmt.Fprintln(opts.IO.Out, name)
-	}
-	return cmdutil.ReportFailures(opts.IO, failed)
+		return err
+	})
 }

@@ -3,12 +3,12 @@ package rm
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // RmOptions are the inputs of "sbx rm".
@@ -30,34 +30,14 @@ its last-use record. A running sandbox needs -f. Without a name, the project's d
 sandbox. A name that does not exist is an error (exit 1), but the others are still removed.`,
 		Example: `  sbx rm -f
   sbx rm -f web scratch`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			names, err := cmdutil.SandboxNames(opts.Factory, args)
-			if err != nil {
-				return err
-			}
-			opts.Names = names
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return rmRun(cmd.Context(), opts)
-		},
+		RunE: cmdutil.NamesRunE(f, opts, &opts.Names, runF, rmRun),
 	}
 	cmd.Flags().BoolVarP(&opts.Force, "force", "f", false, "remove running sandboxes too")
 	return cmd
 }
 
 func rmRun(ctx context.Context, opts *RmOptions) error {
-	m, err := cmdutil.Manager(ctx, opts.Factory)
-	if err != nil {
-		return err
-	}
-	var failed []error
-	for _, name := range opts.Names {
-		if err := m.Remove(ctx, name, opts.Force); err != nil {
-			failed = append(failed, err)
-			continue
-		}
-		fmt.Fprintln(opts.IO.Out, name)
-	}
-	return cmdutil.ReportFailures(opts.IO, failed)
+	return cmdutil.EachSandbox(ctx, opts.Factory, opts.IO, opts.Names, func(m *sandbox.Manager, name string) error {
+		return m.Remove(ctx, name, opts.Force)
+	})
 }
