@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -42,4 +43,20 @@ func EachSandbox(ctx context.Context, f *Factory, io *iostreams.IOStreams, names
 		fmt.Fprintln(io.Out, name)
 	}
 	return ReportFailures(io, failed)
+}
+
+// NameFlag adds -n/--name, the sandbox a command acts on.
+func NameFlag(fs *pflag.FlagSet, name *string) {
+	fs.StringVarP(name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+}
+
+// RunNamed checks the -n name, then calls runF (tests) or run.
+func RunNamed[O any](ctx context.Context, name string, opts O, runF, run func(context.Context, O) error) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	if runF != nil {
+		return runF(ctx, opts)
+	}
+	return run(ctx, opts)
 }

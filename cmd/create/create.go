@@ -62,7 +62,7 @@ unless --replace, which recreates it (tmpfs contents are lost; the workspace is 
 			return createRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(cmd.Flags(), &opts.Name)
 	cmd.Flags().BoolVar(&opts.Replace, "replace", false, "recreate the sandbox when its configuration changed")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	flags = cmdutil.AddConfigFlags(cmd.Flags())

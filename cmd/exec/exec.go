@@ -92,7 +92,7 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 	}
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
-	fl.StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(fl, &opts.Name)
 	fl.BoolVarP(&opts.Interactive, "interactive", "i", false, "forward stdin to the command")
 	fl.BoolVarP(&opts.TTY, "tty", "t", false, "allocate a terminal")
 	fl.StringVarP(&opts.WorkDir, "workdir", "w", "", "working `dir` inside the sandbox")

@@ -45,17 +45,11 @@ has exited, whatever is left of its group gets TERM, then KILL 5 s later.`,
 				return err
 			}
 			opts.Signal = sig
-			if err := cmdutil.CheckName(opts.Name); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return killRun(cmd.Context(), opts)
+			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, killRun)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(fl, &opts.Name)
 	fl.StringVarP(&signal, "signal", "s", "TERM", "`signal` to send: a name such as TERM, KILL, INT, HUP, or a number")
 	return cmd
 }

@@ -52,7 +52,7 @@ newest 768 KiB to 1 MiB of each stream; older output is dropped, and logs says s
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(fl, &opts.Name)
 	fl.BoolVarP(&opts.Follow, "follow", "f", false, "keep showing output until the process exits")
 	fl.IntVar(&opts.Tail, "tail", -1, "show only the last `N` lines of each stream (-1: all)")
 	return cmd

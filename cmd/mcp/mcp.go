@@ -42,16 +42,10 @@ carries only the protocol. The server answers what it was asked, then ends, when
   sbx mcp -n agent --project ~/src/app`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := cmdutil.CheckName(opts.Name); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return mcpRun(cmd.Context(), opts)
+			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, mcpRun)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(cmd.Flags(), &opts.Name)
 	return cmd
 }
 

@@ -56,16 +56,10 @@ and how long it ran. Exited processes stay listed until the sandbox stops.`,
   sbx ps -n web --json | jq -r '.[] | select(.state == "running") | .id'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := cmdutil.CheckName(opts.Name); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return psRun(cmd.Context(), opts)
+			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, psRun)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(cmd.Flags(), &opts.Name)
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as a JSON array")
 	return cmd
 }

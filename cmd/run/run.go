@@ -101,17 +101,11 @@ passing the output through. The exit status is the snippet's own, or 124 on time
 			if opts.Timeout < 0 {
 				return errs.Usagef("--timeout must not be negative")
 			}
-			if err := cmdutil.CheckName(opts.Name); err != nil {
-				return err
-			}
-			if runF != nil {
-				return runF(cmd.Context(), opts)
-			}
-			return runRun(cmd.Context(), opts)
+			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, runRun)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(fl, &opts.Name)
 	fl.StringVarP(&opts.Lang, "lang", "l", "", "`language`: "+strings.Join(sandbox.Languages(), ", ")+" (default: from the -f file's extension)")
 	fl.StringVarP(&opts.Code, "code", "c", "", "the `code` to run")
 	fl.StringVarP(&opts.File, "file", "f", "", "read the code from `file` on the host")

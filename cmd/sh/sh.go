@@ -97,7 +97,7 @@ Exit status: the script's own; 124 on timeout; 125 when sbx, the engine or the s
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&opts.Name, "name", "n", "", "sandbox `name` (default: the project's sandbox)")
+	cmdutil.NameFlag(fl, &opts.Name)
 	fl.StringVarP(&opts.Session, "session", "s", sandbox.DefaultSession, "`session` name: letters, digits, - and _")
 	fl.StringVarP(&opts.Script, "command", "c", "", "the `script` to run in the session's shell")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "interrupt the script after `duration` (default: the timeout key; 0 = none)")
