@@ -193,7 +193,7 @@ func (b *bench) cases() []Case {
 	if b.hasCp() {
 		cs = append(cs, b.copyCases()...)
 	}
-	return cs
+	return append(cs, b.egressCase())
 }
 
 func (b *bench) hasCp() bool { return b.sbxCmd("cp", "--help").Run() == nil }
