@@ -85,6 +85,7 @@ func main() {
 	}
 	if err := write(*out, results, profile+"\n## Pure parts (`go test -bench -benchmem`)\n\n```\n"+string(gobench)+"```\n", b.engineVersion()); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		b.cleanup() // os.Exit skips the deferred one
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "bench: wrote %s and %s\n", filepath.Join(*out, "RESULTS.md"), filepath.Join(*out, "results.json"))
