@@ -317,6 +317,10 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 		fail("image", "ls"),
 		fail("image", "build"),
 		fail("browser", "--config", allowAll),
+		fail("egress", "allow", name, "example.org"),
+		fail("egress", "deny", name, "example.org"),
+		// The log is a file on this machine: it is read without the engine.
+		{args: []string{"egress", "log", name}, code: 1, says: "has no egress log", hint: "hint: only a sandbox with egress rules"},
 		{args: []string{"doctor"}, code: 1, says: "not reachable", hint: "fix: start Docker"},
 		{args: []string{"explain", name}, code: 0, says: "not reachable: cannot reach the Docker engine", hint: "Engine"},
 	}
