@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,5 +202,51 @@ func TestCLIEgressToolchains(t *testing.T) {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("egress log has no %q: %s", want, r)
 		}
+	}
+}
+
+// An allowed name that resolves to the proxy's loopback or to the cloud metadata address is
+// refused after the lookup, before any connection (403, not a failed connection's 502). The
+// proxy's /etc/hosts stands in for a DNS answer no resolver here gives.
+func TestCLIEgressRefusesPrivateAnswers(t *testing.T) {
+	c := newCLI(t)
+	name := cliRun + "-egresspriv"
+	if r := c.Run("create", "-n", name, "--egress", "loop.test", "--egress", "meta.test"); r.Code != 0 {
+		t.Fatalf("create: %s", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The engine keeps the file on this machine and binds it read-only: append to it here.
+	info, err := c.Eng.ContainerInspect(ctx, sandbox.ProxyName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := os.OpenFile(info.HostsPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = hosts.WriteString("127.0.0.1 loop.test\n169.254.169.254 meta.test\n")
+	if cerr := hosts.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"loop.test", "meta.test"} {
+		r := c.Run("exec", "-n", name, "--", "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://"+host+"/latest/meta-data/")
+		if r.Stdout != "403" {
+			t.Errorf("%s: %q, want 403 from the proxy: %s", host, r.Stdout, r)
+		}
+	}
+	r := c.Run("egress", "log", name, "--json")
+	refused := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+		var e egress.Entry
+		if json.Unmarshal([]byte(line), &e) == nil && e.Host != "" && !e.Allowed {
+			refused[e.Host] = e.Addr + " " + e.Reason
+		}
+	}
+	if !strings.HasPrefix(refused["loop.test"], "127.0.0.1") || !strings.HasPrefix(refused["meta.test"], "169.254.169.254") {
+		t.Errorf("the log does not show both refused after the lookup: %v\n%s", refused, r)
 	}
 }
