@@ -623,20 +623,26 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 			return err
 		}
 	}
-	if err := m.State.Remove(sb.Name); err != nil {
+	return m.forgetState(sb.Name, m.agentDirOf(sb) != "")
+}
+
+// forgetState removes sandbox name's state file and lease, with agent its agent directory,
+// and its CA directory.
+func (m *Manager) forgetState(name string, agent bool) error {
+	if err := m.State.Remove(name); err != nil {
 		return err
 	}
-	if dir := m.agentDirOf(sb); dir != "" {
-		_ = m.State.remove(m.State.agentLock(sb.Name))
-		if err := m.State.remove(dir); err != nil {
-			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", sb.Name, err),
+	if agent {
+		_ = m.State.remove(m.State.agentLock(name))
+		if err := m.State.remove(m.State.agentDir(name)); err != nil {
+			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", name, err),
 				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root if another user owns what is in it)")
 		}
 	}
 	// Its path follows from the name alone, so it goes whatever the labels say.
-	_ = m.State.remove(m.State.caLock(sb.Name))
-	if err := m.State.remove(m.State.caDir(sb.Name)); err != nil {
-		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its CA directory: %w", sb.Name, err),
+	_ = m.State.remove(m.State.caLock(name))
+	if err := m.State.remove(m.State.caDir(name)); err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its CA directory: %w", name, err),
 			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
 	}
 	return nil
