@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,7 +59,7 @@ func (s *StateStore) ClaimThrowaway() (*Throwaway, error) {
 			continue // a sandbox of that name has state: never reuse it
 		}
 		err := os.Link(tmp.Name(), path)
-		if errors.Is(err, fs.ErrExist) {
+		if errors.Is(err, os.ErrExist) {
 			continue
 		}
 		if err != nil {
@@ -88,7 +87,7 @@ func (m *Manager) RemoveThrowaway(ctx context.Context, t *Throwaway) error {
 // once its sandbox is gone.
 func (t *Throwaway) Drop() error {
 	defer t.lock.Close()
-	if err := os.Remove(t.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(t.path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("removing the record of throwaway sandbox %q: %w", t.Name, err)
 	}
 	return nil
@@ -104,7 +103,7 @@ func (m *Manager) SweepThrowaways(ctx context.Context) ([]string, error) {
 	}
 	dir := filepath.Join(m.State.Dir, throwawayDir)
 	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
