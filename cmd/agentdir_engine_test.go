@@ -71,8 +71,8 @@ func TestCLIAgentDirReadOnly(t *testing.T) {
 				}
 				dir := c.agentDir(name)
 				entries, err := os.ReadDir(dir)
-				if err != nil || len(entries) != 1 || entries[0].Name() != "agent.sock" {
-					t.Errorf("%s: the host's agent directory holds %v (%v), want agent.sock alone", when, entries, err)
+				if err != nil || len(entries) != 2 || entries[0].Name() != "agent.sock" || entries[1].Name() != "idle.lock" {
+					t.Errorf("%s: the host's agent directory holds %v (%v), want agent.sock and idle.lock alone", when, entries, err)
 				}
 				if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 || fi.Sys().(*syscall.Stat_t).Uid != uint32(hostUID) {
 					t.Errorf("%s: the agent directory: %v %v", when, fi, err)

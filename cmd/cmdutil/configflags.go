@@ -37,10 +37,11 @@ var configFlagList = []configFlag{
 	{flag: "bind", key: "binds", list: true, usage: "bind `HOST:CONTAINER[:ro]` (repeatable; HOST absolute, inside the project)"},
 	{flag: "user", key: "user", usage: "numeric `uid:gid` to run as"},
 	{flag: "runtime", key: "runtime", usage: "OCI `RUNTIME`, e.g. runsc for gVisor"},
+	{flag: "idle-stop", key: "idleStop", usage: "stop the sandbox after `DURATION` unused, such as 15m (0: never)"},
 }
 
 // AddConfigFlags adds --profile --image --workspace --network --memory --cpus --pids-limit
-// --env --egress --bind --user --runtime to fs, but those named in omit (a command whose
+// --env --egress --bind --user --runtime --idle-stop to fs, but those named in omit (a command whose
 // flag of that name means something else). Values are checked by the config resolver, so a
 // bad one is reported with its flag like any other refused setting.
 func AddConfigFlags(fs *pflag.FlagSet, omit ...string) *ConfigFlags {

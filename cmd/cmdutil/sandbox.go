@@ -28,7 +28,8 @@ func StateDir(f *Factory) string {
 }
 
 // Manager dials the engine and returns a sandbox manager that reports progress on stderr and
-// builds missing bundled images on first use.
+// builds missing bundled images on first use. It first removes what killed --rm commands
+// left (sweepThrowaways), so every command that reaches the engine cleans up after them.
 func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	eng, err := f.Engine(ctx)
 	if err != nil {
@@ -55,6 +56,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		_, err := (&imagebuild.Images{Engine: eng, Now: f.Now}).Ensure(ctx, image, progress.Show)
 		return err
 	}
+	sweepThrowaways(ctx, f, m)
 	return m, nil
 }
 

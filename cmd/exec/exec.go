@@ -38,6 +38,7 @@ type ExecOptions struct {
 	Timeout     time.Duration
 	TimeoutSet  bool
 	Detach      bool
+	Rm          bool
 	Command     []string
 }
 
@@ -54,6 +55,10 @@ The command runs in /workspace/<your directory relative to the project root> unl
 otherwise. When it ends, times out (--timeout, else the timeout key) or sbx is interrupted,
 every process it started in the sandbox is terminated: TERM, then KILL 5 s later.
 
+With --rm the command runs in a fresh sandbox (named tmp-...) that is removed, with its volume,
+network and state, before sbx exits, also when it is interrupted. If sbx is killed outright
+instead, the next sbx command that reaches the engine removes what it left.
+
 With -d the command runs in the background, detached from sbx: its short process ID is
 printed and sbx returns at once. It keeps running after sbx exits, its output is kept inside
 the sandbox (the newest 768 KiB to 1 MiB of each stream), and --timeout ends it only when
@@ -67,6 +72,7 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
   echo data | sbx exec -i -- wc -c
   sbx exec -it -- bash
   sbx exec -n scratch --timeout 30s -e DEBUG=1 -- make test
+  sbx exec --rm -- python3 untrusted.py
   sbx exec -d -- python3 -m http.server --bind 127.0.0.1 8000`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -76,6 +82,9 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 			}
 			opts.Command = args
 			opts.TimeoutSet = cmd.Flags().Changed("timeout")
+			if opts.Rm && (opts.Detach || opts.Name != "") {
+				return errs.Usagef("--rm cannot be combined with -d or -n").WithHint("--rm runs the command in a fresh sandbox and removes it when the command ends")
+			}
 			if opts.Detach && (opts.Interactive || opts.TTY) {
 				return errs.Usagef("-d cannot be combined with -i or -t").WithHint("a detached command has no stdin; use sbx logs to see its output")
 			}
@@ -101,12 +110,18 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 	fl.StringVarP(&opts.User, "user", "u", "", "run as `uid[:gid]` instead of the sandbox user")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "terminate the command after `duration` (default: the timeout key; 0 = none)")
 	fl.BoolVarP(&opts.Detach, "detach", "d", false, "run the command in the background and print its process ID")
+	fl.BoolVar(&opts.Rm, "rm", false, "run in a fresh sandbox, removed with its volume, network and state when the command ends")
 	return cmd
 }
 
 func execRun(ctx context.Context, opts *ExecOptions) error {
 	f := opts.Factory
-	r, err := cmdutil.ResolveConfig(f, opts.Name)
+	name, ensure, done, err := cmdutil.SandboxFor(f, opts.Name, opts.Rm)
+	if err != nil {
+		return err
+	}
+	defer done(ctx)
+	r, err := cmdutil.ResolveConfig(f, name)
 	if err != nil {
 		return err
 	}
@@ -125,7 +140,7 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 		return hostRun(ctx, opts, r, env, timeout)
 	}
 
-	m, sb, release, err := cmdutil.EnsureSandbox(ctx, f, r)
+	m, sb, release, err := ensure(ctx, f, r)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -44,6 +45,11 @@ type Entry struct {
 	Changed    []string          `json:"changedKeys,omitempty"`
 	Ports      []string          `json:"ports"`
 	Labels     map[string]string `json:"labels"`
+	IdleStop   string            `json:"idleStop,omitempty"` // the idleStop it was made with, when not 0
+	// IdleStopAt is when a running sandbox stops for idleness if it stays unused; absent when
+	// it is in use ("stops": "when idle"), stopped, or was made without idleStop.
+	IdleStopAt *time.Time `json:"idleStopAt,omitempty"`
+	Stops      string     `json:"stops"` // what the table's STOPS column says
 }
 
 // Workspace is what a sandbox has at /workspace.
@@ -59,9 +65,10 @@ func NewCmdLs(f *cmdutil.Factory, runF func(context.Context, *LsOptions) error) 
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List sandboxes",
-		Long: `List the sandboxes sbx manages: status, image, workspace, age, time since last use, and
+		Long: `List the sandboxes sbx manages: status, image, workspace, age, time since last use,
 whether the configuration it was created with still matches the resolved one (CONFIG ok or
-changed). A table on a terminal, tab-separated values when piped, --json for programs.`,
+changed), and, for one made with idleStop, when it stops by itself (STOPS: "in 4m" if it stays
+unused, "when idle" while something runs in it). A table on a terminal, tab-separated values when piped, --json for programs.`,
 		Example: `  sbx ls
   sbx ls --filter status=running --filter name='web-*'
   sbx ls -q | xargs sbx rm -f`,
@@ -106,7 +113,7 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	for range min(runtime.GOMAXPROCS(0), len(matching)) {
 		wg.Go(func() {
 			for i := range next {
-				entries[i] = entryFor(m, matching[i])
+				entries[i] = entryFor(ctx, m, matching[i], f.Now())
 			}
 		})
 	}
@@ -148,10 +155,10 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 		if len(e.Ports) > 0 {
 			ws += " ports " + strings.Join(e.Ports, ",")
 		}
-		rows = append(rows, []string{e.Name, e.Status, image, ws, sandbox.HumanDuration(now.Sub(e.CreatedAt)), idle, e.Config})
+		rows = append(rows, []string{e.Name, e.Status, image, ws, sandbox.HumanDuration(now.Sub(e.CreatedAt)), idle, e.Config, e.Stops})
 	}
 	t := cmdutil.Table{
-		Headers: []string{"NAME", "STATUS", "PROFILE/IMAGE", "WORKSPACE", "AGE", "IDLE", "CONFIG"},
+		Headers: []string{"NAME", "STATUS", "PROFILE/IMAGE", "WORKSPACE", "AGE", "IDLE", "CONFIG", "STOPS"},
 		Rows:    rows,
 		Color: func(row, col int) lipgloss.Color {
 			switch {
@@ -178,7 +185,7 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	return nil
 }
 
-func entryFor(m *sandbox.Manager, sb *sandbox.Sandbox) Entry {
+func entryFor(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, now time.Time) Entry {
 	e := Entry{
 		Name: sb.Name, ID: sb.ID, Container: sandbox.ContainerName(sb.Name), Status: sb.Status,
 		Profile: sb.Labels[sandbox.LabelProfile], Image: sb.Image, Project: sb.Labels[sandbox.LabelProject],
@@ -203,5 +210,27 @@ func entryFor(m *sandbox.Manager, sb *sandbox.Sandbox) Entry {
 	default:
 		e.Config, e.Changed = "changed", d.Keys
 	}
+	e.Stops = "-"
+	if idle := sb.IdleStop(); idle > 0 {
+		e.IdleStop = config.FormatDuration(idle)
+		if sb.Status == "running" {
+			e.Stops = stopsIn(ctx, m, sb, now, &e)
+		}
+	}
 	return e
+}
+
+// stopsIn asks the agent of running sandbox sb when it stops for idleness: "in 4m" (and
+// e.IdleStopAt), "when idle" while something uses it, "?" when the agent cannot say.
+func stopsIn(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, now time.Time, e *Entry) string {
+	st, ok, err := m.IdleStatus(ctx, sb)
+	switch {
+	case err != nil || !ok || st.Off:
+		return "?"
+	case st.Busy:
+		return "when idle"
+	}
+	at := now.Add(st.Left).UTC().Truncate(time.Second)
+	e.IdleStopAt = &at
+	return "in " + sandbox.HumanDuration(st.Left)
 }

@@ -30,9 +30,9 @@ func TestLs(t *testing.T) {
 	if err := lsRun(context.Background(), &LsOptions{IO: e.IO, Factory: e.F}); err != nil {
 		t.Fatal(err)
 	}
-	want := "NAME\tSTATUS\tPROFILE/IMAGE\tWORKSPACE\tAGE\tIDLE\tCONFIG\n" +
-		"db\trunning\tsandbox\tro " + e.Project + "\t1h\t-\tchanged\n" +
-		"web\trunning\tsandbox\tro " + e.Project + "\t1h\t10m\tok\n"
+	want := "NAME\tSTATUS\tPROFILE/IMAGE\tWORKSPACE\tAGE\tIDLE\tCONFIG\tSTOPS\n" +
+		"db\trunning\tsandbox\tro " + e.Project + "\t1h\t-\tchanged\t-\n" +
+		"web\trunning\tsandbox\tro " + e.Project + "\t1h\t10m\tok\t-\n"
 	if e.Out.String() != want {
 		t.Errorf("piped ls:\n%s\nwant:\n%s", e.Out, want)
 	}

@@ -21,6 +21,7 @@ type MCPOptions struct {
 	IO      *iostreams.IOStreams
 	Factory *cmdutil.Factory
 	Name    string
+	Rm      bool
 }
 
 // NewCmdMCP builds "sbx mcp".
@@ -37,21 +38,34 @@ Tools: exec, shell (a persistent shell session, as sbx sh), run, read_file, writ
 list_files, start_process, list_processes, process_output, kill_process and explain. Each is gated by the tool policy (tools.allow and
 tools.deny: exec, read, write), and each description states the sandbox's resolved limits.
 The sandbox is created on the first call that needs it. Messages go to stderr; stdout
-carries only the protocol. The server answers what it was asked, then ends, when its client closes stdin.`,
+carries only the protocol. The server answers what it was asked, then ends, when its client closes stdin.
+
+With --rm the server uses a fresh sandbox (one per agent session) and removes it, with its
+volume, network and state, when it ends: the client closing stdin, Ctrl-C or SIGTERM.`,
 		Example: `  sbx mcp
-  sbx mcp -n agent --project ~/src/app`,
+  sbx mcp -n agent --project ~/src/app
+  sbx mcp --rm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Rm && opts.Name != "" {
+				return errs.Usagef("--rm cannot be combined with -n").WithHint("--rm serves a fresh sandbox and removes it when the client goes away")
+			}
 			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, mcpRun)
 		},
 	}
 	cmdutil.NameFlag(cmd.Flags(), &opts.Name)
+	cmd.Flags().BoolVar(&opts.Rm, "rm", false, "serve a fresh sandbox, removed with its volume, network and state when the server ends")
 	return cmd
 }
 
 func mcpRun(ctx context.Context, opts *MCPOptions) error {
 	f := opts.Factory
-	r, err := cmdutil.ResolveConfig(f, opts.Name)
+	name, ensure, done, err := cmdutil.SandboxFor(f, opts.Name, opts.Rm)
+	if err != nil {
+		return err
+	}
+	defer done(ctx)
+	r, err := cmdutil.ResolveConfig(f, name)
 	if err != nil {
 		return err
 	}
@@ -61,7 +75,7 @@ func mcpRun(ctx context.Context, opts *MCPOptions) error {
 	srv := mcpserver.New(mcpserver.Options{
 		Resolved: r,
 		Sandbox: func(ctx context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
-			return cmdutil.EnsureSandbox(ctx, f, r)
+			return ensure(ctx, f, r)
 		},
 		Env:     cmdutil.PassEnv(f, r),
 		WorkDir: cmdutil.WorkDir("", r),

@@ -33,6 +33,7 @@ type RunOptions struct {
 	TimeoutSet bool
 	MaxOutput  int64
 	JSON       bool
+	Rm         bool
 }
 
 // Result is "sbx run --json". Field names are stable.
@@ -61,7 +62,9 @@ profile. The snippet runs in the same directory as "sbx exec" would, with empty 
 
 Each output stream is cut at --max-output bytes (default 1 MiB), with a marker where it was
 cut. --json prints {stdout, stderr, exitCode, timedOut, truncated, durationMs} instead of
-passing the output through. The exit status is the snippet's own, or 124 on timeout.`,
+passing the output through. The exit status is the snippet's own, or 124 on timeout.
+
+With --rm the snippet runs in a fresh sandbox that is removed afterwards, as sbx exec --rm.`,
 		Example: `  sbx run --lang python -c 'print(6*7)'
   sbx run -f script.sh
   curl -s https://example.com/x.py | sbx run --lang python -
@@ -101,6 +104,9 @@ passing the output through. The exit status is the snippet's own, or 124 on time
 			if opts.Timeout < 0 {
 				return errs.Usagef("--timeout must not be negative")
 			}
+			if opts.Rm && opts.Name != "" {
+				return errs.Usagef("--rm cannot be combined with -n").WithHint("--rm runs the snippet in a fresh sandbox and removes it afterwards")
+			}
 			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, runRun)
 		},
 	}
@@ -112,6 +118,7 @@ passing the output through. The exit status is the snippet's own, or 124 on time
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "terminate the snippet after `duration` (default: the timeout key; 0 = none)")
 	fl.Int64Var(&opts.MaxOutput, "max-output", sandbox.DefaultMaxOutput, "keep at most `N` bytes of each output stream")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result as JSON")
+	fl.BoolVar(&opts.Rm, "rm", false, "run in a fresh sandbox, removed with its volume, network and state afterwards")
 	return cmd
 }
 
@@ -121,12 +128,17 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := cmdutil.ResolveForSandboxCommand(f, opts.Name)
+	name, ensure, done, err := cmdutil.SandboxFor(f, opts.Name, opts.Rm)
+	if err != nil {
+		return err
+	}
+	defer done(ctx)
+	r, err := cmdutil.ResolveForSandboxCommand(f, name)
 	if err != nil {
 		return err
 	}
 	timeout := cmdutil.Timeout(r, opts.TimeoutSet, opts.Timeout)
-	m, sb, release, err := cmdutil.EnsureSandbox(ctx, f, r)
+	m, sb, release, err := ensure(ctx, f, r)
 	if err != nil {
 		return err
 	}

@@ -34,10 +34,12 @@ const EnvVar = "SBX_AGENT"
 // Env is the variable that gives Cmd the agent's source.
 func Env() string { return EnvVar + "=" + source }
 
-// Cmd is the main process of a sandbox with an agent whose directory is mounted at dir.
-func Cmd(dir string) []string {
+// Cmd is the main process of a sandbox with an agent whose directory is mounted at dir and
+// that stops the sandbox after idleStop without use (0: never; PROTOCOL.md, "Idle stop").
+func Cmd(dir string, idleStop time.Duration) []string {
 	// -I ignores PYTHON* variables a config may set; -S skips site, which it does not need.
-	return []string{"python3", "-I", "-S", "-c", "import os;exec(os.environ.pop('" + EnvVar + "'))", Version, dir}
+	return []string{"python3", "-I", "-S", "-c", "import os;exec(os.environ.pop('" + EnvVar + "'))", Version, dir,
+		strconv.FormatInt(idleStop.Milliseconds(), 10)}
 }
 
 // FrameType is a frame's first byte (PROTOCOL.md, "Frames").
@@ -58,6 +60,7 @@ const (
 	FrameExit        FrameType = 'Z'
 	FrameRefused     FrameType = 'X'
 	FrameListener    FrameType = 'L'
+	FrameStatus      FrameType = 'S'
 )
 
 // Strict says what a client that goes away does to its command (PROTOCOL.md, "Strict modes").

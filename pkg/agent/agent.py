@@ -33,6 +33,9 @@
 import os, sys, errno, select, fcntl, termios, time, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
+# idleStop in milliseconds (0: off): the agent ends, and the sandbox stops, once nothing ran
+# for that long (PROTOCOL.md, "Idle stop").
+IDLE_STOP = int(sys.argv[3]) / 1000 if len(sys.argv) > 3 else 0
 FRAME_HELLO = b"H"
 FRAME_REQUEST = b"R"
 FRAME_PROCESS = b"P"
@@ -47,7 +50,8 @@ FRAME_TIMEOUT = b"T"
 FRAME_EXIT = b"Z"
 FRAME_REFUSED = b"X"
 FRAME_LISTENER = b"L"
-CLIENT_FRAMES = FRAME_REQUEST + FRAME_STDIN + FRAME_STDIN_EOF + FRAME_RESIZE + FRAME_ABORT
+FRAME_STATUS = b"S"
+CLIENT_FRAMES = FRAME_REQUEST + FRAME_STDIN + FRAME_STDIN_EOF + FRAME_RESIZE + FRAME_ABORT + FRAME_STATUS
 STRICT_NONE = b"0"
 STRICT_STDIN = b"1"
 STRICT_EXIT = b"2"
@@ -67,6 +71,8 @@ jobs = {}  # pid -> Job, until the agent reaps the command
 timers = []  # [due, fn]: fn None once cancelled
 base_env = dict(os.environb)
 MYPID = os.getpid()
+clients = set()  # open connections, but for status queries
+idle_since = time.monotonic()  # the last time the sandbox was seen in use
 
 
 def load_prctl():
@@ -252,6 +258,7 @@ class Conn:
         self.stdin_eof = False
         self.strict = STRICT_NONE
         self.reap = False
+        used(self)
         self.send(frame(FRAME_HELLO, VERSION.encode()))
 
     def send(self, data):
@@ -340,8 +347,14 @@ class Conn:
                 continue
             data = bytes(self.inbuf[5:5 + n])
             del self.inbuf[:5 + n]
-            if t == FRAME_REQUEST:
+            if t == FRAME_STATUS:
                 if self.pid is not None:
+                    raise ProtocolError("a status query on a command's connection")
+                clients.discard(self)  # asking is no use of the sandbox
+                self.status, self.reported = 0, True  # nothing runs: it ends once answered
+                self.send(frame(FRAME_STATUS, idle_status()))
+            elif t == FRAME_REQUEST:
+                if self.pid is not None or self.reported:
                     raise ProtocolError("a second request on one connection")
                 self.spawn(data.split(b"\0"))
             elif t == FRAME_STDIN_EOF:
@@ -399,6 +412,9 @@ class Conn:
         self.drop()
 
     def close(self):
+        if self in clients:
+            used(None)
+            clients.discard(self)
         if not self.gone:
             unwatch(self.fd)
             self.events = 0
@@ -697,6 +713,61 @@ def reap(ev):
                     pass
 
 
+def used(conn):
+    """A client came (conn) or went (None): the sandbox was in use just now, however short
+    the use was next to the idle checks' interval."""
+    global idle_since
+    idle_since = time.monotonic()
+    if conn is not None:
+        clients.add(conn)
+
+
+def busy():
+    """Whether the sandbox is in use: a client connected (sbx holds a lease while it works in
+    the sandbox, port forwards included: see idle_tick), or a process other than init and the
+    agent (commands, background processes, shell sessions, the engine's execs)."""
+    if clients:
+        return True
+    return any(pid not in (1, MYPID) and e[0] != b"Z" for pid, e in procs().items())
+
+
+def leased(keep=False):
+    """Whether an sbx on the host holds the sandbox's lease (a shared flock on idle.lock): a
+    command, a copy or a port forward in progress. With keep, a free lock stays taken, so no
+    sbx can start using the sandbox until the agent has exited."""
+    try:
+        fcntl.flock(idle_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    if not keep:
+        fcntl.flock(idle_lock, fcntl.LOCK_UN)
+    return False
+
+
+def idle_tick():
+    """Stop the sandbox (the agent, its main process, exits) once it was idle for IDLE_STOP."""
+    global idle_since
+    now = time.monotonic()
+    if busy() or leased():
+        idle_since = now
+    elif now - idle_since >= IDLE_STOP and not leased(keep=True):
+        # The lease is the agent's now: an sbx that comes meanwhile waits for the exit and
+        # then finds the sandbox stopped, and starts it.
+        os.write(2, b"sbx-agent: idle for %ds (idleStop); stopping the sandbox\n" % int(now - idle_since))
+        os._exit(0)
+    later(max(0.25, min(IDLE_STOP / 4, 5)), idle_tick)
+
+
+def idle_status():
+    """The answer to a status query: "off" without idle stop, "busy" while the sandbox is in
+    use, else the milliseconds left until it stops."""
+    if not IDLE_STOP:
+        return b"off"
+    if busy() or leased():
+        return b"busy"
+    return b"%d" % max(0, int((IDLE_STOP - (time.monotonic() - idle_since)) * 1000))
+
+
 def guard(fn, conn, fd=None, *args):
     """Run a handler of conn; an exception costs that connection, never the agent."""
     try:
@@ -794,6 +865,14 @@ watch(wake_r, IN, reap)
 accepting = False
 lst = take_listener()
 listen(True)
+
+idle_lock = None
+if IDLE_STOP:
+    try:  # linked by sbx before the start; read-only is enough for a flock
+        idle_lock = os.open(os.path.join(DIR, "idle.lock"), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        idle_tick()
+    except OSError as e:  # without it a stop could come between sbx's check and its command
+        os.write(2, b"sbx-agent: no idle.lock (%r); the sandbox will not stop for idleness\n" % e)
 
 while True:
     wait = next_timer()

@@ -73,7 +73,7 @@ func (a *hostAgent) listen() *Handoff {
 func (a *hostAgent) run(nofile int) {
 	t := a.t
 	t.Helper()
-	argv := append([]string{"python3"}, Cmd(a.dir)[1:]...)
+	argv := append([]string{"python3"}, Cmd(a.dir, 0)[1:]...)
 	if nofile > 0 {
 		argv = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"}, argv...)
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -192,3 +193,33 @@ type SpawnError struct {
 }
 
 func (e *SpawnError) Error() string { return e.Msg }
+
+// maxStatus bounds the answer to a status query: "off", "busy" or a number of milliseconds.
+const maxStatus = 20
+
+// Status asks the agent whose directory is dir about its idle stop (PROTOCOL.md, "Idle
+// stop"): "off", "busy", or the milliseconds left until it stops the sandbox. Asking is no
+// use of the sandbox: it does not put the stop off.
+func Status(ctx context.Context, dir string) (string, error) {
+	c, err := Dial(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	if err := c.Hello(); err != nil {
+		return "", err
+	}
+	if err := c.send(FrameStatus, nil); err != nil {
+		return "", err
+	}
+	t := time.AfterFunc(helloWait, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer t.Stop()
+	typ, body, err := c.next()
+	switch {
+	case err != nil:
+		return "", err
+	case typ != FrameStatus || len(body) > maxStatus:
+		return "", fmt.Errorf("%w: frame %q (%s) to a status query", ErrProtocol, byte(typ), safeText(body))
+	}
+	return string(body), nil
+}

@@ -258,6 +258,14 @@ var looseningRules = map[string]func(j *judge){
 			}
 		}
 	},
+	"idleStop": func(j *judge) {
+		// Stopping drops what the sandbox holds in memory and tmpfs (its /tmp): as prune rules,
+		// only the user's own settings may make it come sooner.
+		v, b := j.full.Config.IdleStop, j.base.Config.IdleStop
+		if v != b && v != 0 && (b == 0 || v < b) {
+			j.add("idleStop", FormatDuration(v), "stops the sandbox, dropping its /tmp and processes' memory, sooner than your settings do")
+		}
+	},
 	"prune.idleHours": func(j *judge) {
 		j.prune("prune.idleHours", j.full.Config.Prune.IdleHours, j.base.Config.Prune.IdleHours)
 	},

@@ -26,6 +26,7 @@ type Config struct {
 	PidsLimit       int64             `json:"pidsLimit"`
 	Ulimits         map[string]Ulimit `json:"ulimits"`
 	Timeout         time.Duration     `json:"timeout"`
+	IdleStop        time.Duration     `json:"idleStop"`   // 0 = never
 	MaxRunning      int               `json:"maxRunning"` // 0 = no cap
 	Evict           string            `json:"evict"`      // pause | stop
 	Env             map[string]string `json:"env"`

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
@@ -270,6 +271,9 @@ func (v *validator) limits() {
 		case u.Soft > u.Hard:
 			v.refuse(key, u.String(), "the soft limit is above the hard limit", "write it as SOFT:HARD with SOFT <= HARD")
 		}
+	}
+	if c.IdleStop != 0 && c.IdleStop < time.Second {
+		v.refuse("idleStop", FormatDuration(c.IdleStop), "must be 0 (never) or at least 1s", "set idleStop such as 15m, or 0")
 	}
 	if c.MaxRunning < 0 {
 		v.refuse("maxRunning", strconv.Itoa(c.MaxRunning), "must not be negative", "set it to 0 for no cap, or the number of sandboxes that may run at once")

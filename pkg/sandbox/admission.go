@@ -43,14 +43,26 @@ const AdmissionWait = 2 * time.Minute
 
 var errLocked = errors.New("held by another process")
 
-// Lease marks a sandbox as in use by a command, so maxRunning does not evict it.
-type Lease struct{ f *os.File }
+// Lease marks a sandbox as in use by a command, so maxRunning does not evict it and its
+// agent does not stop it for idleness (idle.go).
+type Lease struct {
+	f    *os.File
+	idle *os.File
+	// stopped says the sandbox's agent was stopping it for idleness when the lease was
+	// taken: Ensure then waits for the stop to be over before it looks at the sandbox.
+	stopped bool
+}
 
 // Release ends the lease. It is safe on a nil Lease and when called twice.
 func (l *Lease) Release() {
-	if l != nil && l.f != nil {
-		l.f.Close()
-		l.f = nil
+	if l == nil {
+		return
+	}
+	for _, f := range []**os.File{&l.f, &l.idle} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
 	}
 }
 
@@ -70,7 +82,9 @@ func (m *Manager) Lease(ctx context.Context, name string) (*Lease, error) {
 	if err != nil {
 		return nil, ctx.Err()
 	}
-	return &Lease{f: f}, nil
+	l := &Lease{f: f}
+	m.holdIdleLock(ctx, l, name)
+	return l, nil
 }
 
 // CapError says a sandbox could not start because maxRunning sandboxes run and every one of

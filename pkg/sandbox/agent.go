@@ -293,6 +293,9 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 	if err := m.State.empty(dir); err != nil {
 		m.debugf("sandbox %q: clearing its agent directory: %v", sb.Name, err)
 	}
+	if err := m.linkIdleLock(sb.Name, dir); err != nil {
+		m.debugf("sandbox %q: no idle lock for its agent (%v); it will not stop for idleness", sb.Name, err)
+	}
 	if as.h, err = agent.ListenHandoff(dir); err != nil {
 		m.debugf("sandbox %q: cannot make its agent's socket (%v); commands will go through the engine's exec", sb.Name, err)
 	}

@@ -191,7 +191,8 @@ func TestAgentDuringForkBomb(t *testing.T) {
 // The agent directory is mounted read-only: whatever its uid (root included, which has the
 // host directory's owner's uid when sbx runs as root, as a rw workspace's user or uid 1000
 // may), the sandbox can create, write, chmod, link or remove nothing there. After a
-// restart, which makes the sockets again, the host directory holds the socket alone.
+// restart, which makes the sockets again, the host directory holds the socket and the idle
+// lock alone.
 func TestAgentDirReadOnlyFromInside(t *testing.T) {
 	for _, user := range []string{"", "0:0"} {
 		t.Run("user "+user, func(t *testing.T) {
@@ -227,7 +228,7 @@ func checkAgentDirReadOnly(t *testing.T, e *env) {
 		t.Errorf("writing into the agent directory from inside:\n%s%s", o.stdout, o.stderr)
 	}
 	entries, err := os.ReadDir(e.agentDir())
-	if err != nil || len(entries) != 1 || entries[0].Name() != "agent.sock" {
-		t.Errorf("the host's agent directory holds %v (%v), want agent.sock alone", entries, err)
+	if err != nil || len(entries) != 2 || entries[0].Name() != "agent.sock" || entries[1].Name() != "idle.lock" {
+		t.Errorf("the host's agent directory holds %v (%v), want agent.sock and idle.lock alone", entries, err)
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// locksExclude says flockFile's locks exclude other processes here.
+const locksExclude = true
+
 // flockFile opens (creating) path and takes a flock on it: shared or exclusive. With wait it
 // polls until it gets the lock or ctx ends; without, it returns errLocked at once when
 // someone else holds a conflicting lock. The kernel drops the lock when the file is closed,

@@ -96,6 +96,15 @@ func (s *Sandbox) PublishedPorts() []string {
 	return shape.Ports
 }
 
+// IdleStop is the sandbox's idleStop, from its config label: 0 when it never stops by itself.
+func (s *Sandbox) IdleStop() time.Duration {
+	var shape struct {
+		IdleStop time.Duration `json:"idleStop"`
+	}
+	s.fromShape(&shape)
+	return shape.IdleStop
+}
+
 // hasOwnNetwork reports whether the sandbox was made with a network of its own (network.go).
 func (s *Sandbox) hasOwnNetwork() bool {
 	var shape struct {
@@ -173,7 +182,7 @@ func (e *NotManagedError) Hint() string {
 // once: the engine's name conflict decides who creates, and the others adopt it. The result
 // holds a lease on the sandbox, taken first, which the caller releases when its command ends.
 func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) (*EnsureResult, error) {
-	lease, err := m.Lease(ctx, in.Name)
+	lease, err := m.leaseForUse(ctx, in.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +281,7 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 // maxRunning, by cfg), whose processes are still there. One that exists but does not run is
 // a *NotRunningError. The sandbox is leased until the caller releases the lease.
 func (m *Manager) Running(ctx context.Context, name string, cfg config.Config) (*Sandbox, *Lease, error) {
-	lease, err := m.Lease(ctx, name)
+	lease, err := m.leaseForUse(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -623,20 +632,26 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 			return err
 		}
 	}
-	if err := m.State.Remove(sb.Name); err != nil {
+	return m.forgetState(sb.Name, m.agentDirOf(sb) != "")
+}
+
+// forgetState removes sandbox name's state file and lease, with agent its agent directory,
+// and its CA directory.
+func (m *Manager) forgetState(name string, agent bool) error {
+	if err := m.State.Remove(name); err != nil {
 		return err
 	}
-	if dir := m.agentDirOf(sb); dir != "" {
-		_ = m.State.remove(m.State.agentLock(sb.Name))
-		if err := m.State.remove(dir); err != nil {
-			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", sb.Name, err),
+	if agent {
+		_ = m.State.remove(m.State.agentLock(name))
+		if err := m.State.remove(m.State.agentDir(name)); err != nil {
+			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", name, err),
 				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root if another user owns what is in it)")
 		}
 	}
 	// Its path follows from the name alone, so it goes whatever the labels say.
-	_ = m.State.remove(m.State.caLock(sb.Name))
-	if err := m.State.remove(m.State.caDir(sb.Name)); err != nil {
-		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its CA directory: %w", sb.Name, err),
+	_ = m.State.remove(m.State.caLock(name))
+	if err := m.State.remove(m.State.caDir(name)); err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its CA directory: %w", name, err),
 			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
 	}
 	return nil

@@ -76,7 +76,7 @@ func VolumeName(name string) string { return "sbx-" + name + "-ws" }
 var shapingKeys = []string{
 	"image", "workspace", "workdir", "user", "readOnlyRoot", "tmpfs", "network", "capDrop", "capAdd",
 	"init", "memory", "memorySwap", "cpus", "pidsLimit", "ulimits", "env", "binds", "seccompProfile",
-	"apparmorProfile", "runtime", "dns", "extraHosts", "shmSize",
+	"apparmorProfile", "runtime", "dns", "extraHosts", "shmSize", "idleStop",
 }
 
 // SpecInput is everything BuildSpec needs; the caller does all I/O.
@@ -243,7 +243,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		return nil, err
 	}
 	if in.AgentDir != "" {
-		spec.Container.Cmd = agent.Cmd(AgentMountPath)
+		spec.Container.Cmd = agent.Cmd(AgentMountPath, cfg.IdleStop)
 		spec.Container.Env = append(spec.Container.Env, agent.Env())
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).

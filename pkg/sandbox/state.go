@@ -30,6 +30,13 @@ func (s *StateStore) path(name string) string { return filepath.Join(s.Dir, name
 // leasePath is the lock file of sandbox name's leases (see admission.go).
 func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir, leaseDir, name) }
 
+// idleLockPath is the lock that tells sandbox name's agent an sbx is using the sandbox, so it
+// must not stop it for idleness (admission.go, idle.go): beside the leases, under a name no
+// sandbox can have, and linked into the agent's directory when the sandbox starts.
+func (s *StateStore) idleLockPath(name string) string {
+	return filepath.Join(s.Dir, leaseDir, "."+name+".idle")
+}
+
 // agentDir is the directory of sandbox name's agent socket (agent.go). It is computed from
 // the name every time, never read from a label, which an image can set.
 func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
@@ -158,6 +165,7 @@ func (s *StateStore) Remove(name string) error {
 		return fmt.Errorf("removing state: %w", err)
 	}
 	_ = s.remove(s.leasePath(name))
+	_ = s.remove(s.idleLockPath(name))
 	if err := s.remove(s.path(name)); err != nil {
 		return fmt.Errorf("removing state of %q: %w", name, err)
 	}

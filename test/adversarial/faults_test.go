@@ -297,6 +297,9 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 	return []deadEngineCommand{
 		fail("exec", "-n", name, "--", "true"),
 		fail("run", "-n", name, "--lang", "python", "-c", "print(1)"),
+		// --rm claims a sandbox name before it finds the engine gone: the same answer.
+		fail("exec", "--rm", "--", "true"),
+		fail("run", "--rm", "--lang", "python", "-c", "print(1)"),
 		fail("create", "-n", name),
 		fail("cp", name+":/tmp/x", dir),
 		fail("cp", allowAll, name+":/tmp/"),
