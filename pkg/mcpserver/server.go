@@ -128,6 +128,8 @@ func (s *server) limits() string {
 		b.WriteString("the project is mounted read-only at /workspace, so writes there fail; ")
 	case config.WorkspaceRW:
 		b.WriteString("the project is mounted read-write at /workspace (writes change the user's files); ")
+	case config.WorkspaceOverlay:
+		b.WriteString("the project is writable at /workspace, but writes stay in the sandbox until the user applies them; ")
 	default:
 		b.WriteString("/workspace is a private volume, not the user's project; ")
 	}

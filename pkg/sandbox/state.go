@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/hostfs"
 )
 
 // StateStore keeps each sandbox's last-use time in its own small file. Everything else about a
@@ -87,7 +88,7 @@ func (s *StateStore) inside(p string) (string, error) {
 }
 
 // remove deletes p, with everything under it, when inside allows it, whatever modes a
-// sandbox gave what it wrote there (removeTree). A missing p is not an error.
+// sandbox gave what it wrote there (hostfs.RemoveTree). A missing p is not an error.
 func (s *StateStore) remove(p string) error {
 	real, err := s.inside(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -96,7 +97,7 @@ func (s *StateStore) remove(p string) error {
 	if err != nil {
 		return err
 	}
-	return removeTree(real, false)
+	return hostfs.RemoveTree(real, false)
 }
 
 // empty deletes everything in the directory p, as remove does, and keeps p.
@@ -105,7 +106,7 @@ func (s *StateStore) empty(p string) error {
 	if err != nil {
 		return err
 	}
-	return removeTree(real, true)
+	return hostfs.RemoveTree(real, true)
 }
 
 // Touch records that sandbox name was used now.

@@ -1,16 +1,16 @@
 //go:build !linux
 
-package sandbox
+package hostfs
 
 import (
 	"os"
 	"path/filepath"
 )
 
-// removeTree removes path with everything under it, or with contentsOnly only what is under
+// RemoveTree removes path with everything under it, or with contentsOnly only what is under
 // it. Without the unix calls that refuse links on the way, it relies on os.RemoveAll, which
 // does not follow them either.
-func removeTree(path string, contentsOnly bool) error {
+func RemoveTree(path string, contentsOnly bool) error {
 	if !contentsOnly {
 		return os.RemoveAll(path)
 	}

@@ -1,0 +1,158 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxDirEntries bounds one directory's listing in either layer.
+const maxDirEntries = 1_000_000
+
+// openDir opens the directory rel under the directory root (a descriptor), one component at a
+// time, following no link: a component that is a link fails with ELOOP.
+func openDir(root int, rel string) (int, error) {
+	fd, err := unix.Openat(root, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if rel == "" || rel == "." {
+		return fd, nil
+	}
+	for _, c := range strings.Split(rel, "/") {
+		next, err := unix.Openat(fd, c, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return -1, err
+		}
+		fd = next
+	}
+	return fd, nil
+}
+
+// openPath opens the directory at path, which sbx names itself (the project root, the upper
+// layer), following no link in its last component.
+func openPath(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
+}
+
+// names lists the directory dirfd, sorted, at most maxDirEntries.
+func names(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), ".")
+	defer f.Close()
+	var out []string
+	for {
+		batch, err := f.Readdirnames(1024)
+		out = append(out, batch...)
+		if len(out) > maxDirEntries {
+			return nil, fmt.Errorf("more than %d entries in one directory", maxDirEntries)
+		}
+		if errors.Is(err, io.EOF) || (err == nil && len(batch) == 0) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// lstatAt is fstatat without following a link; ok is false when name does not exist.
+func lstatAt(dirfd int, name string) (st unix.Stat_t, ok bool, err error) {
+	err = unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return st, false, nil
+	}
+	return st, err == nil, err
+}
+
+// openFile opens the regular file name in dirfd for reading, following no link; a FIFO or
+// device swapped in since it was looked at is refused rather than waited on.
+func openFile(dirfd int, name string) (*os.File, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s is no longer a regular file", name)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// readLink reads the target of the link name in dirfd, at most 4 KiB.
+func readLink(dirfd int, name string) (string, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	if n == len(buf) {
+		return "", fmt.Errorf("link %s: target too long", name)
+	}
+	return string(buf[:n]), nil
+}
+
+func isWhiteout(st unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+}
+
+// isOpaque says whether the upper directory name in dirfd hides the lower one: overlayfs
+// marks it with user.overlay.opaque under userxattr, else trusted.overlay.opaque (readable
+// only with privilege, so a non-root reader sees it only in the user namespace).
+func isOpaque(dirfd int, name string) bool {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 8)
+	for _, attr := range []string{"user.overlay.opaque", "trusted.overlay.opaque"} {
+		if n, err := unix.Fgetxattr(fd, attr, buf); err == nil && n >= 1 && buf[0] == 'y' {
+			return true
+		}
+	}
+	return false
+}
+
+func kindOf(st unix.Stat_t) string {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return KindFile
+	case unix.S_IFDIR:
+		return KindDir
+	case unix.S_IFLNK:
+		return KindSymlink
+	}
+	return ""
+}
+
+func join(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// split returns the directory and base of the project path rel.
+func split(rel string) (string, string) {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i], rel[i+1:]
+	}
+	return "", rel
+}
