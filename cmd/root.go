@@ -5,11 +5,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sbx-sandbox/sbx/cmd/apply"
 	"github.com/sbx-sandbox/sbx/cmd/browser"
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/configcmd"
 	"github.com/sbx-sandbox/sbx/cmd/cp"
 	"github.com/sbx-sandbox/sbx/cmd/create"
+	"github.com/sbx-sandbox/sbx/cmd/diff"
+	"github.com/sbx-sandbox/sbx/cmd/discard"
 	"github.com/sbx-sandbox/sbx/cmd/doctor"
 	egresscmd "github.com/sbx-sandbox/sbx/cmd/egress"
 	"github.com/sbx-sandbox/sbx/cmd/exec"
@@ -70,6 +73,9 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		ls.NewCmdLs(f, nil),
 		stop.NewCmdStop(f, nil),
 		rm.NewCmdRm(f, nil),
+		diff.NewCmdDiff(f, nil),
+		apply.NewCmdApply(f, nil),
+		discard.NewCmdDiscard(f, nil),
 		prune.NewCmdPrune(f, nil),
 		version.NewCmdVersion(f, nil),
 		doctor.NewCmdDoctor(f, nil),

@@ -64,6 +64,15 @@ func (s *StateStore) agentLock(name string) string {
 // agentDir is.
 func (s *StateStore) caDir(name string) string { return filepath.Join(s.Dir, "ca", name) }
 
+// overlayDir holds sandbox name's overlay layers (workspace overlay), computed from the name
+// as agentDir is.
+func (s *StateStore) overlayDir(name string) string { return filepath.Join(s.Dir, "overlay", name) }
+
+// overlayLock is held while sandbox name's overlay layers are made, as caLock is for its CA.
+func (s *StateStore) overlayLock(name string) string {
+	return filepath.Join(s.Dir, "overlay", "."+name+".lock")
+}
+
 // caLock is the lock file held while sandbox name's CA bundle is written, and taken shared
 // before the sandbox starts, so no start comes between its create and its bundle.
 func (s *StateStore) caLock(name string) string { return filepath.Join(s.Dir, "ca", "."+name+".lock") }

@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/overlay"
+)
+
+// prepareOverlay makes the layers of in's overlay workspace, kept when they exist (a
+// recreate keeps the sandbox's changes), and its volume anew: the volume is only the mount's
+// recipe, and the recipe names the project, which a recreate may have moved.
+func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
+	if in.Config.Workspace != config.WorkspaceOverlay {
+		return nil
+	}
+	uidS, gidS, _ := strings.Cut(in.Config.User, ":")
+	uid, err1 := strconv.Atoi(uidS)
+	gid, err2 := strconv.Atoi(gidS)
+	if err1 != nil || err2 != nil {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: workspace overlay needs a numeric user uid:gid, not %q", in.Name, in.Config.User),
+			"set user: UID:GID, or leave it unset to run as the project's owner")
+	}
+	if err := os.MkdirAll(filepath.Dir(in.OverlayDir), 0o700); err != nil {
+		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
+	}
+	lock, err := flockFile(ctx, m.State.overlayLock(in.Name), true, true)
+	if err != nil {
+		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
+	}
+	defer lock.Close()
+	if err := overlay.Prepare(overlay.Layers{Lower: in.ProjectRoot, Dir: in.OverlayDir}, uid, gid); err != nil {
+		return err
+	}
+	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(in.Name), false); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(fmt.Sprintf("replacing the overlay volume of %q", in.Name), err)
+	}
+	return nil
+}
+
+// removeOverlay removes sandbox name's overlay volume and layers, with their unapplied
+// changes; a sandbox without them has nothing to remove.
+func (m *Manager) removeOverlay(ctx context.Context, name string) error {
+	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(fmt.Sprintf("removing the overlay volume of %q", name), err)
+	}
+	_ = m.State.remove(m.State.overlayLock(name))
+	if err := m.State.remove(m.State.overlayDir(name)); err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its overlay layers: %w", name, err),
+			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root: overlayfs leaves a directory of root's in work/)")
+	}
+	return nil
+}
+
+// Overlay returns the layers of sandbox name's overlay workspace, for sbx diff, apply and
+// discard. The project comes from the sandbox's label, checked to be a clean absolute path;
+// the layers' directory follows from the name alone.
+func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, error) {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return overlay.Layers{}, err
+	}
+	if ws := sb.Labels[LabelWorkspace]; ws != config.WorkspaceOverlay {
+		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q has workspace %s, not overlay: its changes are already on the host or in its own volume", name, ws),
+			fmt.Sprintf("create it with an overlay workspace: sbx create -n %s --workspace overlay --replace", name))
+	}
+	root := sb.Labels[LabelProject]
+	if !filepath.IsAbs(root) || filepath.Clean(root) != root || config.ValidName(name) != nil {
+		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q names no usable project (%q)", name, root), "")
+	}
+	return overlay.Layers{Lower: root, Dir: m.State.overlayDir(name)}, nil
+}
