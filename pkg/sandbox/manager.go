@@ -631,7 +631,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
 	}
-	if err := m.removeOverlay(ctx, sb.Name); err != nil {
+	if err := m.removeOverlay(ctx, sb.Name, sb.Image); err != nil {
 		return err
 	}
 	if sb.hasOwnNetwork() {

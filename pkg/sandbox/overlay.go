@@ -2,7 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,12 +54,18 @@ func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
 
 // removeOverlay removes sandbox name's overlay volume and layers, with their unapplied
 // changes; a sandbox without them has nothing to remove.
-func (m *Manager) removeOverlay(ctx context.Context, name string) error {
+func (m *Manager) removeOverlay(ctx context.Context, name, image string) error {
 	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(fmt.Sprintf("removing the overlay volume of %q", name), err)
 	}
 	_ = m.State.remove(m.State.overlayLock(name))
-	if err := m.State.remove(m.State.overlayDir(name)); err != nil {
+	err := m.State.remove(m.State.overlayDir(name))
+	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 && image != "" {
+		if err = m.clearWorkDir(ctx, name, image); err == nil {
+			err = m.State.remove(m.State.overlayDir(name))
+		}
+	}
+	if err != nil {
 		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its overlay layers: %w", name, err),
 			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root: overlayfs leaves a directory of root's in work/)")
 	}
@@ -77,4 +89,44 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q names no usable project (%q)", name, root), "")
 	}
 	return overlay.Layers{Lower: root, Dir: m.State.overlayDir(name)}, nil
+}
+
+// clearWorkDir empties overlayfs's own work/work of sandbox name's layers, which the kernel
+// makes as root with mode 0 and keeps a whiteout in: a user who is not root cannot remove
+// it, so a short-lived container of the sandbox's image does, as root with no capability
+// but CAP_DAC_OVERRIDE, no network, and only the layers' directory mounted.
+func (m *Manager) clearWorkDir(ctx context.Context, name, image string) error {
+	cfg := &container.Config{Image: image, User: "0:0", Cmd: []string{"rm", "-rf", "--", "/layers/work/work"}, Entrypoint: []string{}}
+	host := &container.HostConfig{
+		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: m.State.overlayDir(name), Target: "/layers"}},
+		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_OVERRIDE"},
+		SecurityOpt: []string{"no-new-privileges:true"},
+	}
+	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, nil, nil, ContainerName(name)+"-rm-overlay")
+	if err != nil {
+		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+	}
+	defer func() {
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+	}()
+	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+	}
+	// Until it has exited, checked every 50 ms for at most 30 s.
+	for range 600 {
+		info, err := m.Engine.ContainerInspect(ctx, resp.ID)
+		if err != nil {
+			return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+		}
+		if info.State != nil && !info.State.Running && info.State.Status != "created" {
+			if info.State.ExitCode != 0 {
+				return fmt.Errorf("removing the overlay layers of %q: rm exited %d", name, info.State.ExitCode)
+			}
+			return nil
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("removing the overlay layers of %q: the helper did not finish in 30s", name)
 }
