@@ -304,11 +304,9 @@ func (a *applier) copyFile(c Change, d int, tmp string) error {
 		// Root writes for the project's owner: the file keeps its owner, a new one takes its
 		// directory's.
 		var st unix.Stat_t
-		base := c.Path
+		_, base := split(c.Path)
 		if c.Status == Added || c.Status == Renamed {
 			base = "."
-		} else {
-			_, base = split(c.Path)
 		}
 		if unix.Fstatat(d, base, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
 			_ = dst.Chown(int(st.Uid), int(st.Gid))

@@ -631,8 +631,10 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
 	}
-	if err := m.removeOverlay(ctx, sb.Name, sb.Image); err != nil {
-		return err
+	if sb.Labels[LabelWorkspace] == config.WorkspaceOverlay {
+		if err := m.removeOverlay(ctx, sb.Name, sb.Image); err != nil {
+			return err
+		}
 	}
 	if sb.hasOwnNetwork() {
 		if err := m.removeNetwork(ctx, sb.Name); err != nil {
