@@ -1,11 +1,8 @@
 package cmd
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -14,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
 // These tests make overlay sandboxes with --workspace overlay (the user's own words) and
@@ -30,44 +29,6 @@ func TestCLIOverlayRoot(t *testing.T) {
 // sandbox runs as that user, so the upper layer is theirs, 0600 files and 0500 dirs too.
 func TestCLIOverlayNonRoot(t *testing.T) {
 	testOverlay(t, newCLIAs(t, nonRootUID))
-}
-
-// hashTree maps every path under root to its type, mode and content's digest.
-func hashTree(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			v += " -> " + target
-		case fi.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(data)
-			v += " " + hex.EncodeToString(sum[:])
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func testOverlay(t *testing.T, c *cli, createFlags ...string) {
@@ -87,7 +48,7 @@ func testOverlay(t *testing.T, c *cli, createFlags ...string) {
 	if err := os.Chmod(outside, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	before := hashTree(t, c.Project)
+	before := clitest.Snapshot(t, c.Project)
 
 	if r := c.Run(append([]string{"create", "--workspace", "overlay"}, createFlags...)...); r.Code != 0 {
 		t.Fatalf("create: %s", r)
@@ -104,7 +65,7 @@ touch /workspace/ok`)
 	if r.Code != 0 {
 		t.Fatalf("changing the workspace: %s", r)
 	}
-	if after := hashTree(t, c.Project); !maps.Equal(before, after) {
+	if after := clitest.Snapshot(t, c.Project); !maps.Equal(before, after) {
 		t.Fatalf("the host project changed before apply:\nbefore %v\nafter  %v", before, after)
 	}
 

@@ -3,8 +3,10 @@
 package hostfs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 )
 
 // RemoveTree removes path with everything under it, or with contentsOnly only what is under
@@ -24,4 +26,10 @@ func RemoveTree(path string, contentsOnly bool) error {
 		}
 	}
 	return nil
+}
+
+// RemoveAt would remove name in the directory dirfd without following a link; only an
+// overlay workspace's upper layer, which needs Linux, is removed that way.
+func RemoveAt(_ int, _, path string) error {
+	return fmt.Errorf("removing %s: not supported on %s, which has no overlay workspace", path, runtime.GOOS)
 }

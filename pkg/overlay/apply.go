@@ -71,13 +71,10 @@ func (l Layers) Apply(o ApplyOptions) (*ApplyResult, error) {
 		return nil, err
 	}
 	a := &applier{l: l, o: o, m: m, res: res}
-	if a.up, err = openPath(l.Upper()); err != nil {
+	if a.up, a.low, err = l.roots(); err != nil {
 		return nil, err
 	}
 	defer unix.Close(a.up)
-	if a.low, err = openPath(l.Lower); err != nil {
-		return nil, err
-	}
 	defer unix.Close(a.low)
 	err = a.run(todo)
 	if werr := m.write(l); err == nil && werr != nil {
@@ -151,13 +148,7 @@ func (a *applier) run(todo []Change) error {
 	}
 	slices.SortFunc(dirsGone, byDepth(true))
 	for _, c := range dirsGone {
-		dir, base := split(c.Path)
-		d, err := openDir(a.low, dir)
-		if err != nil {
-			return a.fail(c, err)
-		}
-		err = unix.Unlinkat(d, base, unix.AT_REMOVEDIR)
-		unix.Close(d)
+		err := inDir(a.low, c.Path, func(d int, base string) error { return unix.Unlinkat(d, base, unix.AT_REMOVEDIR) })
 		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
 			c.Conflict = "holds files that were not applied"
 			a.res.Conflicts = append(a.res.Conflicts, c)
@@ -173,16 +164,13 @@ func (a *applier) run(todo []Change) error {
 	}
 	slices.SortFunc(dirsNew, byDepth(false))
 	for _, c := range dirsNew {
-		dir, base := split(c.Path)
-		d, err := openDir(a.low, dir)
-		if err != nil {
-			return a.fail(c, err)
-		}
-		err = unix.Mkdirat(d, base, 0o700)
-		if err == nil {
-			a.chownNew(d, base)
-		}
-		unix.Close(d)
+		err := inDir(a.low, c.Path, func(d int, base string) error {
+			err := unix.Mkdirat(d, base, 0o700)
+			if err == nil {
+				a.chownNew(d, base)
+			}
+			return err
+		})
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return a.fail(c, err)
 		}
@@ -211,13 +199,7 @@ func (a *applier) run(todo []Change) error {
 	}
 	slices.SortFunc(modes, byDepth(true))
 	for _, c := range modes {
-		dir, base := split(c.Path)
-		d, err := openDir(a.low, dir)
-		if err != nil {
-			return a.fail(c, err)
-		}
-		err = chmodAt(d, base, c.newPerm&0o777&^a.o.Umask)
-		unix.Close(d)
+		err := inDir(a.low, c.Path, func(d int, base string) error { return chmodAt(d, base, c.newPerm&0o777&^a.o.Umask) })
 		if err != nil {
 			return a.fail(c, err)
 		}
@@ -237,13 +219,8 @@ func (a *applier) fail(c Change, err error) error {
 
 // unlink removes the file or link rel from the project.
 func (a *applier) unlink(rel string) error {
-	dir, base := split(rel)
-	d, err := openDir(a.low, dir)
-	if err != nil {
-		return fmt.Errorf("applying %s: %w", Quote(rel), err)
-	}
-	defer unix.Close(d)
-	if err := unix.Unlinkat(d, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+	err := inDir(a.low, rel, func(d int, base string) error { return unix.Unlinkat(d, base, 0) })
+	if err != nil && !errors.Is(err, unix.ENOENT) {
 		return fmt.Errorf("applying %s: %w", Quote(rel), err)
 	}
 	return nil
@@ -362,32 +339,15 @@ func removeUpper(up int, rel string) error {
 		return err
 	}
 	if st.Mode&0o300 != 0o300 {
-		if err := unix.Fchmod(d, st.Mode&0o7777|0o300); err != nil {
+		if err := unix.Fchmod(d, perm(st)|0o300); err != nil {
 			return fmt.Errorf("removing %s from the upper layer: %w", Quote(rel), err)
 		}
-		defer unix.Fchmod(d, st.Mode&0o7777)
+		defer unix.Fchmod(d, perm(st))
 	}
 	if err := hostfs.RemoveAt(d, base, rel); err != nil {
 		return fmt.Errorf("removing %s from the upper layer: %w", Quote(rel), err)
 	}
 	return nil
-}
-
-// chmodAt sets the mode of name in d without following a link.
-func chmodAt(d int, name string, mode uint32) error {
-	fd, err := unix.Openat(d, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil // a link has no mode of its own
-	}
-	return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
 }
 
 func tempName() string {
@@ -452,14 +412,7 @@ func (l Layers) Discard(paths []string) ([]Change, error) {
 		last = p
 	}
 	for _, c := range chmods {
-		dir, base := split(c.Path)
-		d, err := openDir(up, dir)
-		if err != nil {
-			return nil, err
-		}
-		err = chmodAt(d, base, c.oldPerm)
-		unix.Close(d)
-		if err != nil {
+		if err := inDir(up, c.Path, func(d int, base string) error { return chmodAt(d, base, c.oldPerm) }); err != nil {
 			return nil, fmt.Errorf("discarding %s: %w", Quote(c.Path), err)
 		}
 	}

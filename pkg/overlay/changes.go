@@ -74,15 +74,11 @@ func (c *Change) oldSide() string {
 // path order, each marked protected (by protectedPaths) and conflicting (by the manifest).
 // Paths, when given, keep only changes at or under one of them.
 func (l Layers) Changes(protectedPaths, paths []string) ([]Change, error) {
-	up, err := openPath(l.Upper())
+	up, low, err := l.roots()
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(up)
-	low, err := openPath(l.Lower)
-	if err != nil {
-		return nil, err
-	}
 	defer unix.Close(low)
 	s := &scan{up: up, low: low}
 	if err := s.dir("", false, ""); err != nil {
@@ -360,7 +356,8 @@ func openIn(root int, rel string) (*os.File, error) {
 	return openFile(d, base)
 }
 
-func perm(st unix.Stat_t) uint32 { return st.Mode & 0o7777 }
+// perm is the permission bits of st (Mode is a uint16 on some systems).
+func perm(st unix.Stat_t) uint32 { return uint32(st.Mode) & 0o7777 }
 
 // sameContent compares the upper and project entries name, of kind k, by content.
 func sameContent(ud, ld int, name, k string, ust, lst unix.Stat_t) (bool, error) {

@@ -19,15 +19,11 @@ import (
 // sbx diff --json lists them. Names are quoted as git quotes them, so no byte of a name the
 // sandbox chose reaches a terminal raw.
 func (l Layers) Patch(w io.Writer, changes []Change) error {
-	up, err := openPath(l.Upper())
+	up, low, err := l.roots()
 	if err != nil {
 		return err
 	}
 	defer unix.Close(up)
-	low, err := openPath(l.Lower)
-	if err != nil {
-		return err
-	}
 	defer unix.Close(low)
 	bw := bufio.NewWriter(w)
 	for _, c := range changes {
@@ -48,15 +44,11 @@ type Stat struct {
 
 // Stats counts the lines each change adds and deletes, in the order of changes.
 func (l Layers) Stats(changes []Change) ([]Stat, error) {
-	up, err := openPath(l.Upper())
+	up, low, err := l.roots()
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(up)
-	low, err := openPath(l.Lower)
-	if err != nil {
-		return nil, err
-	}
 	defer unix.Close(low)
 	out := make([]Stat, len(changes))
 	for i, c := range changes {

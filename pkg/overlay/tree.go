@@ -45,6 +45,30 @@ func openPath(path string) (int, error) {
 	return fd, nil
 }
 
+// roots opens the upper layer and the project, following no link in their last component.
+func (l Layers) roots() (up, low int, err error) {
+	if up, err = openPath(l.Upper()); err != nil {
+		return -1, -1, err
+	}
+	if low, err = openPath(l.Lower); err != nil {
+		unix.Close(up)
+		return -1, -1, err
+	}
+	return up, low, nil
+}
+
+// inDir opens the directory of rel under root without following a link and calls op with
+// it and rel's last component.
+func inDir(root int, rel string, op func(d int, base string) error) error {
+	dir, base := split(rel)
+	d, err := openDir(root, dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(d)
+	return op(d, base)
+}
+
 // names lists the directory dirfd, sorted, at most maxDirEntries.
 func names(dirfd int) ([]string, error) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

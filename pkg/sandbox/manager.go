@@ -355,9 +355,8 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if plan != nil {
 		in.Protected = plan.Mounts
 	}
-	if in.Config.Workspace == config.WorkspaceOverlay && !m.HostPaths {
-		return nil, errs.Failure(fmt.Errorf("creating sandbox %q: workspace overlay needs an engine that sees this machine's files (the project and sbx's state directory), and this engine is not local", in.Name),
-			"use workspace: ro or rw with this engine, or a local engine (DOCKER_HOST=unix:///var/run/docker.sock)")
+	if err := m.overlayPossible(in); err != nil {
+		return nil, err
 	}
 	img, err := m.Engine.ImageInspect(ctx, in.Config.Image)
 	if cerrdefs.IsNotFound(err) && m.BuildImage != nil {

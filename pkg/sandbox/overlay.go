@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 
 	cerrdefs "github.com/containerd/errdefs"
 
@@ -20,6 +20,22 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
 )
+
+// overlayPossible refuses workspace overlay, before anything is created, where it cannot
+// work: off Linux, or with an engine that does not see this machine's files.
+func (m *Manager) overlayPossible(in SpecInput) error {
+	if in.Config.Workspace != config.WorkspaceOverlay {
+		return nil
+	}
+	if err := overlay.Supported(); err != nil {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: %w", in.Name, err), "use workspace: ro or rw here")
+	}
+	if !m.HostPaths {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: workspace overlay needs an engine that sees this machine's files (the project and sbx's state directory), and this engine is not local", in.Name),
+			"use workspace: ro or rw with this engine, or a local engine (DOCKER_HOST=unix:///var/run/docker.sock)")
+	}
+	return nil
+}
 
 // prepareOverlay makes the layers of in's overlay workspace, kept when they exist (a
 // recreate keeps the sandbox's changes), and its volume anew: the volume is only the mount's
