@@ -66,6 +66,8 @@ func TestLoosening(t *testing.T) {
 		{name: "maxRunning and evict", file: "maxRunning: 1\nevict: stop\n", want: []string{"maxRunning:1", "evict:2"}, allows: "other projects' sandboxes"},
 		{name: "workspace rw", file: "workspace: rw\n", want: []string{"workspace:1"}},
 		{name: "workspace none", file: "workspace: none\n"},
+		// The overlay keeps every change off the host until the user applies it.
+		{name: "workspace overlay", file: "workspace: overlay\n"},
 		{name: "fewer protected paths", file: "protectedPaths: [.sbx.yaml]\n", want: []string{"protectedPaths:1"}, allows: "lets a rw sandbox write .git/hooks"},
 		{name: "more protected paths", file: "protectedPaths: [.sbx.yaml, .git/hooks, .git/config, .git/config.worktree, .gitmodules, .husky, .githooks, .pre-commit-config.yaml, lefthook.yml, .lefthook.yml, .vscode, .idea, .devcontainer, .claude, .claude.json, .mcp.json, .cursor, .envrc, .gitconfig, .bashrc, .bash_profile, .zshrc, .zprofile, .profile, .ripgreprc, Makefile]\n"},
 		{name: "a raised ceiling", file: "limits:\n  memory: 64g\n", want: []string{"limits.memory:2"}},

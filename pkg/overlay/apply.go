@@ -237,7 +237,7 @@ func (a *applier) write(c Change) error {
 	defer unix.Close(d)
 	tmp := tempName()
 	if c.Kind == KindSymlink {
-		target, err := readSide(a.up, c.Path, KindSymlink, 4096)
+		target, err := readSide(a.up, true, c.Path, KindSymlink, 4096)
 		if err != nil {
 			return err
 		}
@@ -256,7 +256,7 @@ func (a *applier) write(c Change) error {
 }
 
 func (a *applier) copyFile(c Change, d int, tmp string) error {
-	src, err := openIn(a.up, c.Path)
+	src, err := openIn(a.up, true, c.Path)
 	if err != nil {
 		return err
 	}

@@ -313,20 +313,22 @@ const textLimit = 4 << 20
 // NUL byte in its first 8000 bytes, as git decides.
 func (s *scan) binary(c Change) (bool, error) {
 	sides := []struct {
-		root int
-		rel  string
-	}{{s.low, c.oldSide()}}
+		root  int
+		upper bool
+		rel   string
+	}{{s.low, false, c.oldSide()}}
 	if c.Status != Deleted {
 		sides = append(sides, struct {
-			root int
-			rel  string
-		}{s.up, c.Path})
+			root  int
+			upper bool
+			rel   string
+		}{s.up, true, c.Path})
 	}
 	for _, side := range sides {
 		if side.rel == "" {
 			continue
 		}
-		f, err := openIn(side.root, side.rel)
+		f, err := openIn(side.root, side.upper, side.rel)
 		if err != nil {
 			return false, err
 		}
@@ -345,15 +347,16 @@ func (s *scan) binary(c Change) (bool, error) {
 	return false, nil
 }
 
-// openIn opens the regular file rel under root, following no link on the way.
-func openIn(root int, rel string) (*os.File, error) {
+// openIn opens the regular file rel under root, following no link on the way; upper says
+// root is the upper layer (openFile).
+func openIn(root int, upper bool, rel string) (*os.File, error) {
 	dir, base := split(rel)
 	d, err := openDir(root, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(d)
-	return openFile(d, base)
+	return openFile(d, base, upper)
 }
 
 // perm is the permission bits of st (Mode is a uint16 on some systems).
@@ -372,12 +375,12 @@ func sameContent(ud, ld int, name, k string, ust, lst unix.Stat_t) (bool, error)
 	if ust.Size != lst.Size {
 		return false, nil
 	}
-	a, err := openFile(ud, name)
+	a, err := openFile(ud, name, true)
 	if err != nil {
 		return false, err
 	}
 	defer a.Close()
-	b, err := openFile(ld, name)
+	b, err := openFile(ld, name, false)
 	if err != nil {
 		return false, err
 	}
@@ -417,8 +420,8 @@ func (s *scan) renames() error {
 		return nil
 	}
 	sums := map[int]string{}
-	sum := func(root int, rel string) (string, error) {
-		f, err := openIn(root, rel)
+	sum := func(root int, upper bool, rel string) (string, error) {
+		f, err := openIn(root, upper, rel)
 		if err != nil {
 			return "", err
 		}
@@ -435,13 +438,13 @@ func (s *scan) renames() error {
 		if c.Status != Deleted || c.Kind != KindFile || len(added[c.Size]) == 0 {
 			continue
 		}
-		old, err := sum(s.low, c.Path)
+		old, err := sum(s.low, false, c.Path)
 		if err != nil {
 			continue
 		}
 		for k, j := range added[c.Size] {
 			if _, ok := sums[j]; !ok {
-				if sums[j], err = sum(s.up, s.out[j].Path); err != nil {
+				if sums[j], err = sum(s.up, true, s.out[j].Path); err != nil {
 					return err
 				}
 			}

@@ -130,12 +130,12 @@ const nullID = "0000000000000000000000000000000000000000"
 // sides reads the old and new content of a non-binary change (text is at most textLimit).
 func sides(up, low int, c Change) (old, cur []byte, err error) {
 	if o := c.oldSide(); o != "" {
-		if old, err = readSide(low, o, c.Kind, textLimit); err != nil {
+		if old, err = readSide(low, false, o, c.Kind, textLimit); err != nil {
 			return nil, nil, err
 		}
 	}
 	if c.Status != Deleted {
-		if cur, err = readSide(up, c.Path, c.Kind, textLimit); err != nil {
+		if cur, err = readSide(up, true, c.Path, c.Kind, textLimit); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -143,7 +143,7 @@ func sides(up, low int, c Change) (old, cur []byte, err error) {
 }
 
 // readSide reads the file or link target rel under root, at most limit bytes.
-func readSide(root int, rel, kind string, limit int64) ([]byte, error) {
+func readSide(root int, upper bool, rel, kind string, limit int64) ([]byte, error) {
 	if kind == KindSymlink {
 		dir, base := split(rel)
 		d, err := openDir(root, dir)
@@ -154,7 +154,7 @@ func readSide(root int, rel, kind string, limit int64) ([]byte, error) {
 		t, err := readLink(d, base)
 		return []byte(t), err
 	}
-	f, err := openIn(root, rel)
+	f, err := openIn(root, upper, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -167,17 +167,17 @@ func readSide(root int, rel, kind string, limit int64) ([]byte, error) {
 }
 
 // blobID is git's object id of a blob: SHA-1 of a header and the content, streamed.
-func blobID(root int, rel, kind string) (string, int64, error) {
+func blobID(root int, upper bool, rel, kind string) (string, int64, error) {
 	h := sha1.New()
 	if kind == KindSymlink {
-		t, err := readSide(root, rel, kind, 4096)
+		t, err := readSide(root, upper, rel, kind, 4096)
 		if err != nil {
 			return "", 0, err
 		}
 		fmt.Fprintf(h, "blob %d\x00%s", len(t), t)
 		return fmt.Sprintf("%x", h.Sum(nil)), int64(len(t)), nil
 	}
-	f, err := openIn(root, rel)
+	f, err := openIn(root, upper, rel)
 	if err != nil {
 		return "", 0, err
 	}
@@ -222,12 +222,12 @@ func writeOne(w *bufio.Writer, up, low int, c Change) error {
 	var err error
 	var newSize int64
 	if c.Status != Added {
-		if oldID, _, err = blobID(low, c.Path, c.Kind); err != nil {
+		if oldID, _, err = blobID(low, false, c.Path, c.Kind); err != nil {
 			return err
 		}
 	}
 	if c.Status != Deleted {
-		if newID, newSize, err = blobID(up, c.Path, c.Kind); err != nil {
+		if newID, newSize, err = blobID(up, true, c.Path, c.Kind); err != nil {
 			return err
 		}
 	}
@@ -241,7 +241,7 @@ func writeOne(w *bufio.Writer, up, low int, c Change) error {
 		if c.Status == Deleted {
 			return literal(w, nil, 0)
 		}
-		f, err := openIn(up, c.Path)
+		f, err := openIn(up, true, c.Path)
 		if err != nil {
 			return err
 		}

@@ -105,9 +105,16 @@ func lstatAt(dirfd int, name string) (st unix.Stat_t, ok bool, err error) {
 }
 
 // openFile opens the regular file name in dirfd for reading, following no link; a FIFO or
-// device swapped in since it was looked at is refused rather than waited on.
-func openFile(dirfd int, name string) (*os.File, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+// device swapped in since it was looked at is refused rather than waited on. In the upper
+// layer (upper), a file the sandbox made unreadable (0000, 0200) is read as its owner can:
+// given the owner's read bit for the moment it is opened, then its mode back, as the 0500
+// directories removeUpper changes. The project's files are never re-moded.
+func openFile(dirfd int, name string, upper bool) (*os.File, error) {
+	const flags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	if errors.Is(err, unix.EACCES) && upper {
+		fd, err = openUnreadable(dirfd, name, flags)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +124,27 @@ func openFile(dirfd int, name string) (*os.File, error) {
 		return nil, fmt.Errorf("%s is no longer a regular file", name)
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// openUnreadable opens name in dirfd, a regular file of sbx's user without the owner's read
+// bit, by adding that bit for the moment it is opened.
+func openUnreadable(dirfd int, name string, flags int) (int, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return -1, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() || st.Mode&0o400 != 0 {
+		return -1, unix.EACCES
+	}
+	if err := chmodAt(dirfd, name, perm(st)|0o400); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	if rerr := chmodAt(dirfd, name, perm(st)); err == nil && rerr != nil {
+		unix.Close(fd)
+		return -1, rerr
+	}
+	return fd, err
 }
 
 // readLink reads the target of the link name in dirfd, at most 4 KiB.
