@@ -140,7 +140,7 @@ var registry = []*keyDef{
 		doc:   "sbx prune removes sandboxes older than this many days; 0 disables",
 		field: func(c *Config) any { return &c.Prune.MaxAgeDays }},
 	{name: "tools.allow", kind: kStrings,
-		doc:   "tools (exec, read, write, browser) allowed, * globs; a non-empty list blocks what it does not match",
+		doc:   "tools (exec, read, write, browser, apply) allowed, * globs; a non-empty list blocks what it does not match",
 		field: func(c *Config) any { return &c.Tools.Allow }},
 	{name: "tools.deny", kind: kStrings,
 		doc:   "tools denied, * globs; deny wins over allow",

@@ -45,6 +45,9 @@ type Options struct {
 	WorkDir string
 	Version string
 	Now     func() time.Time
+	// Umask clears permission bits of the files the apply tool creates on the host, as the
+	// user's own tools would.
+	Umask uint32
 }
 
 type server struct {
