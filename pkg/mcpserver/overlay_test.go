@@ -95,7 +95,9 @@ func TestApplyToolDeniedByDefault(t *testing.T) {
 
 func TestApplyToolWhenAllowed(t *testing.T) {
 	project, sb := overlaySandbox(t)
-	cs := connect(t, overlayResolved(func(c *config.Config) { c.Tools.Deny, c.Tools.Allow = []string{config.ToolBrowser}, append(c.Tools.Allow, config.ToolApply) }), sb)
+	cs := connect(t, overlayResolved(func(c *config.Config) {
+		c.Tools.Deny, c.Tools.Allow = []string{config.ToolBrowser}, append(c.Tools.Allow, config.ToolApply)
+	}), sb)
 	res := call(t, cs, "apply", map[string]any{"paths": []string{"b.txt"}})
 	if res.IsError {
 		t.Fatal(text(res))
