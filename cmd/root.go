@@ -7,6 +7,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/apply"
 	"github.com/sbx-sandbox/sbx/cmd/browser"
+	"github.com/sbx-sandbox/sbx/cmd/checkpoint"
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/configcmd"
 	"github.com/sbx-sandbox/sbx/cmd/cp"
@@ -26,6 +27,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/prune"
 	"github.com/sbx-sandbox/sbx/cmd/ps"
 	"github.com/sbx-sandbox/sbx/cmd/rm"
+	"github.com/sbx-sandbox/sbx/cmd/rollback"
 	"github.com/sbx-sandbox/sbx/cmd/run"
 	"github.com/sbx-sandbox/sbx/cmd/sh"
 	"github.com/sbx-sandbox/sbx/cmd/stats"
@@ -76,6 +78,8 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		diff.NewCmdDiff(f, nil),
 		apply.NewCmdApply(f, nil),
 		discard.NewCmdDiscard(f, nil),
+		checkpoint.NewCmdCheckpoint(f, nil),
+		rollback.NewCmdRollback(f, nil),
 		prune.NewCmdPrune(f, nil),
 		version.NewCmdVersion(f, nil),
 		doctor.NewCmdDoctor(f, nil),

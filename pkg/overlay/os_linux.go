@@ -25,3 +25,7 @@ func chmodAt(d int, name string, mode uint32) error {
 	}
 	return unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
 }
+
+// mkWhiteout makes name in d a whiteout, as overlayfs marks a deletion: a character device
+// 0/0, which Linux lets any user make (since 5.8).
+func mkWhiteout(d int, name string) error { return unix.Mknodat(d, name, unix.S_IFCHR, 0) }

@@ -16,3 +16,6 @@ func Supported() error {
 
 // chmodAt would set the mode of name in d without following a link, which needs O_PATH.
 func chmodAt(int, string, uint32) error { return Supported() }
+
+// mkWhiteout would make a whiteout, which only Linux's overlayfs reads.
+func mkWhiteout(int, string) error { return Supported() }

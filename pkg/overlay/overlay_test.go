@@ -420,3 +420,55 @@ func unreadableChild(t *testing.T, dir string) {
 	j, _ := json.Marshal(summary(res.Applied))
 	t.Log("applied " + string(j) + " as uid " + strconv.Itoa(os.Geteuid()))
 }
+
+// A checkpoint records the upper layer, whiteouts, opaque marks and modes included; a
+// rollback after more changes brings back exactly what the diff showed at the checkpoint.
+func TestCheckpointRollback(t *testing.T) {
+	l := newLayers(t, project)
+	sandboxWork(t, l)
+	put(t, l.Upper(), "locked/secret", "0000\n", 0o000)
+	if err := os.Chmod(filepath.Join(l.Upper(), "locked"), 0o500); err != nil {
+		t.Fatal(err)
+	}
+	before, err := l.Changes(protected, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := l.Checkpoint("one")
+	if err != nil || cp.Label != "one" || cp.Size == 0 {
+		t.Fatalf("checkpoint: %+v, %v", cp, err)
+	}
+	// More work after the checkpoint: a new file, a deletion, an edit, a re-opened directory.
+	put(t, l.Upper(), "later.txt", "later\n", 0o644)
+	whiteout(t, l, "keep.txt")
+	put(t, l.Upper(), "mod.txt", "changed again\n", 0o644)
+	if err := os.RemoveAll(filepath.Join(l.Upper(), "dir")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Rollback("one"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := l.Changes(protected, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChanges(t, after, summary(before)...)
+	for p, want := range map[string]os.FileMode{"locked": 0o500, "locked/secret": 0} {
+		if fi, err := os.Lstat(filepath.Join(l.Upper(), p)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s after rollback: %v, %v; want %o", p, fi, err, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(l.Upper(), "mod.txt")); string(b) != "one\nTWO\nthree\n" {
+		t.Errorf("mod.txt after rollback: %q", b)
+	}
+	list, err := l.Checkpoints()
+	if err != nil || len(list) != 1 || list[0].Label != "one" {
+		t.Errorf("checkpoints %+v, %v", list, err)
+	}
+	if err := l.Rollback("two"); err == nil || !strings.Contains(err.Error(), `no checkpoint "two"`) {
+		t.Errorf("rollback to a missing checkpoint: %v", err)
+	}
+	if _, err := l.Checkpoint("../x"); err == nil {
+		t.Error("a label with a slash was accepted")
+	}
+}

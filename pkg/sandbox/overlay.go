@@ -146,3 +146,32 @@ func (m *Manager) clearWorkDir(ctx context.Context, name, image string) error {
 	}
 	return fmt.Errorf("removing the overlay layers of %q: the helper did not finish in 30s", name)
 }
+
+// Rollback returns sandbox name's overlay workspace to its checkpoint label. Overlayfs must
+// not see its upper layer change while mounted (a running sandbox gets "Stale file handle"),
+// so a running or paused sandbox is stopped first, which ends its processes; it reports
+// whether it was, so the caller can start it again.
+func (m *Manager) Rollback(ctx context.Context, name, label string) (wasRunning bool, err error) {
+	l, err := m.Overlay(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if wasRunning = sb.Status == "running" || sb.Status == "paused"; wasRunning {
+		if err := m.Stop(ctx, name); err != nil {
+			return false, err
+		}
+	}
+	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
+	if err != nil {
+		return wasRunning, err
+	}
+	defer lock.Close()
+	if err := l.Rollback(label); err != nil {
+		return wasRunning, errs.Failure(fmt.Errorf("sandbox %q: %w", name, err), fmt.Sprintf("list the checkpoints with sbx checkpoint ls -n %s", name))
+	}
+	return wasRunning, nil
+}
