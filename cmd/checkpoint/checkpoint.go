@@ -97,4 +97,3 @@ func lsRun(ctx context.Context, opts *CheckpointOptions) error {
 	t.Print(opts.IO)
 	return nil
 }
-

@@ -27,6 +27,11 @@ type DiffOutput struct {
 	Truncated bool             `json:"truncated" jsonschema:"the patch was longer than maxOutputBytes and was cut"`
 }
 
+// LabelInput names a checkpoint.
+type LabelInput struct {
+	Label string `json:"label" jsonschema:"checkpoint label: letters, digits, '_', '.' and '-', at most 64"`
+}
+
 // ApplyInput is the apply tool's arguments.
 type ApplyInput struct {
 	Paths  []string `json:"paths,omitempty" jsonschema:"apply only changes at or under these project paths (default: all)"`
@@ -87,4 +92,34 @@ func (s *server) apply(ctx context.Context, in ApplyInput) (overlay.ApplyResult,
 		return overlay.ApplyResult{}, err
 	}
 	return *res, err
+}
+
+func (s *server) checkpoint(ctx context.Context, in LabelInput) (overlay.Checkpoint, error) {
+	l, err := s.layers(ctx)
+	if err != nil {
+		return overlay.Checkpoint{}, err
+	}
+	return l.Checkpoint(in.Label)
+}
+
+// RollbackOutput says what a rollback did.
+type RollbackOutput struct {
+	Label     string `json:"label"`
+	Restarted bool   `json:"restarted" jsonschema:"the sandbox ran and was stopped for the rollback: its processes and shell sessions ended, /tmp is empty"`
+}
+
+func (s *server) rollback(ctx context.Context, in LabelInput) (RollbackOutput, error) {
+	if _, err := s.layers(ctx); err != nil {
+		return RollbackOutput{}, err
+	}
+	m, sb, release, err := s.Sandbox(ctx)
+	if err != nil {
+		return RollbackOutput{}, err
+	}
+	release()
+	was, err := m.Rollback(ctx, sb.Name, in.Label)
+	if err != nil {
+		return RollbackOutput{}, err
+	}
+	return RollbackOutput{Label: in.Label, Restarted: was}, nil
 }

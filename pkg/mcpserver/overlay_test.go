@@ -122,3 +122,23 @@ func TestOverlayToolsNeedAnOverlay(t *testing.T) {
 		t.Fatalf("error %v, %q", res.IsError, text(res))
 	}
 }
+
+func TestCheckpointTool(t *testing.T) {
+	_, sb := overlaySandbox(t)
+	cs := connect(t, overlayResolved(nil), sb)
+	res := call(t, cs, "checkpoint", map[string]any{"label": "try-1"})
+	raw, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(raw), `"label":"try-1"`) {
+		t.Fatalf("checkpoint: %s %s", raw, text(res))
+	}
+	if res := call(t, cs, "checkpoint", map[string]any{"label": "../x"}); !res.IsError {
+		t.Errorf("a label with a slash was accepted")
+	}
+	// write governs both: denied, they fail before the sandbox is touched.
+	cs = connect(t, overlayResolved(func(c *config.Config) { c.Tools.Deny = append(c.Tools.Deny, "write") }), nil)
+	for _, tool := range []string{"checkpoint", "rollback"} {
+		if res := call(t, cs, tool, map[string]any{"label": "one"}); !res.IsError || !strings.Contains(text(res), "denied by") {
+			t.Errorf("%s: %v %q", tool, res.IsError, text(res))
+		}
+	}
+}
