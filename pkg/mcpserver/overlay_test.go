@@ -142,3 +142,32 @@ func TestCheckpointTool(t *testing.T) {
 		}
 	}
 }
+
+// An agent tries something and undoes it: checkpoint, a change, rollback. The fake sandbox
+// is not running, so nothing is stopped and restarted says so.
+func TestRollbackTool(t *testing.T) {
+	_, sb := overlaySandbox(t)
+	cs := connect(t, overlayResolved(nil), sb)
+	if res := call(t, cs, "checkpoint", map[string]any{"label": "before"}); res.IsError {
+		t.Fatal(text(res))
+	}
+	m, s, _, _ := sb(context.Background())
+	l, err := m.Overlay(context.Background(), s.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(l.Upper(), "c.txt"), []byte("tried\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, cs, "rollback", map[string]any{"label": "before"})
+	raw, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(raw), `"restarted":false`) {
+		t.Fatalf("rollback: %s %s", raw, text(res))
+	}
+	if _, err := os.Lstat(filepath.Join(l.Upper(), "c.txt")); err == nil {
+		t.Error("the change after the checkpoint survived the rollback")
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Upper(), "b.txt")); err != nil || string(b) != "added\n" {
+		t.Errorf("b.txt after rollback: %q, %v", b, err)
+	}
+}
