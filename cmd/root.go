@@ -5,11 +5,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sbx-sandbox/sbx/cmd/apply"
 	"github.com/sbx-sandbox/sbx/cmd/browser"
+	"github.com/sbx-sandbox/sbx/cmd/checkpoint"
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/configcmd"
 	"github.com/sbx-sandbox/sbx/cmd/cp"
 	"github.com/sbx-sandbox/sbx/cmd/create"
+	"github.com/sbx-sandbox/sbx/cmd/diff"
+	"github.com/sbx-sandbox/sbx/cmd/discard"
 	"github.com/sbx-sandbox/sbx/cmd/doctor"
 	egresscmd "github.com/sbx-sandbox/sbx/cmd/egress"
 	"github.com/sbx-sandbox/sbx/cmd/exec"
@@ -23,6 +27,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/prune"
 	"github.com/sbx-sandbox/sbx/cmd/ps"
 	"github.com/sbx-sandbox/sbx/cmd/rm"
+	"github.com/sbx-sandbox/sbx/cmd/rollback"
 	"github.com/sbx-sandbox/sbx/cmd/run"
 	"github.com/sbx-sandbox/sbx/cmd/sh"
 	"github.com/sbx-sandbox/sbx/cmd/stats"
@@ -70,6 +75,11 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		ls.NewCmdLs(f, nil),
 		stop.NewCmdStop(f, nil),
 		rm.NewCmdRm(f, nil),
+		diff.NewCmdDiff(f, nil),
+		apply.NewCmdApply(f, nil),
+		discard.NewCmdDiscard(f, nil),
+		checkpoint.NewCmdCheckpoint(f, nil),
+		rollback.NewCmdRollback(f, nil),
 		prune.NewCmdPrune(f, nil),
 		version.NewCmdVersion(f, nil),
 		doctor.NewCmdDoctor(f, nil),

@@ -37,13 +37,15 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	}
 	home, _ := f.HomeDir()
 	m := &sandbox.Manager{
-		Engine:   eng,
-		State:    &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
-		Now:      f.Now,
-		Agents:   sandbox.AgentsSupported(eng.DaemonHost()),
-		Warn:     f.IOStreams.ErrOut,
-		HomeDir:  home,
-		Resolver: Resolver(f),
+		Engine: eng,
+		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
+		Now:    f.Now,
+		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
+		// The same test: a socket on this machine is an engine that sees its files.
+		HostPaths: sandbox.AgentsSupported(eng.DaemonHost()),
+		Warn:      f.IOStreams.ErrOut,
+		HomeDir:   home,
+		Resolver:  Resolver(f),
 	}
 	progress := &BuildProgress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
 	if !f.IOStreams.Quiet() {

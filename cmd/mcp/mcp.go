@@ -81,6 +81,7 @@ func mcpRun(ctx context.Context, opts *MCPOptions) error {
 		WorkDir: cmdutil.WorkDir("", r),
 		Version: buildinfo.Get().Version,
 		Now:     f.Now,
+		Umask:   uint32(f.Umask()),
 	})
 	err = srv.Run(ctx, mcpserver.StdioTransport(opts.IO.In, opts.IO.Out))
 	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {

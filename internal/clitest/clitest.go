@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -417,6 +419,45 @@ func (c *CLI) Running(name, prefix string) []string {
 		if strings.HasPrefix(l, prefix) {
 			out = append(out, l)
 		}
+	}
+	return out
+}
+
+// Snapshot records every path under root, root included, with its type, mode, size and
+// content's digest or link target: two snapshots are equal when the tree is byte-identical.
+func Snapshot(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		v := fi.Mode().String()
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			v += " -> " + target
+		case fi.Mode().IsRegular():
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(data)
+			v += fmt.Sprintf(" %d %s", fi.Size(), hex.EncodeToString(sum[:]))
+		}
+		out[rel] = v
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -48,8 +48,8 @@ var registry = []*keyDef{
 	{name: "image", kind: kString, env: "SBX_IMAGE", defDoc: "from the profile",
 		doc:   "image to run; explain warns when it is not one of sbx's bundled images",
 		field: func(c *Config) any { return &c.Image }},
-	{name: "workspace", kind: kString, env: "SBX_WORKSPACE", enum: []string{WorkspaceNone, WorkspaceRO, WorkspaceRW},
-		doc:   "project root at /workspace: none = a private volume, ro = read-only bind, rw = read-write bind",
+	{name: "workspace", kind: kString, env: "SBX_WORKSPACE", enum: []string{WorkspaceNone, WorkspaceRO, WorkspaceRW, WorkspaceOverlay},
+		doc:   "project root at /workspace: none = a private volume, ro = read-only bind, rw = read-write bind, overlay = writable, changes kept apart until sbx apply",
 		field: func(c *Config) any { return &c.Workspace }},
 	{name: "workdir", kind: kString, env: "SBX_WORKDIR",
 		doc:   "absolute working directory inside the sandbox",
@@ -143,7 +143,7 @@ var registry = []*keyDef{
 		doc:   "sbx prune removes sandboxes older than this many days; 0 disables",
 		field: func(c *Config) any { return &c.Prune.MaxAgeDays }},
 	{name: "tools.allow", kind: kStrings,
-		doc:   "tools (exec, read, write, browser) allowed, * globs; a non-empty list blocks what it does not match",
+		doc:   "tools (exec, read, write, browser, apply) allowed, * globs; a non-empty list blocks what it does not match",
 		field: func(c *Config) any { return &c.Tools.Allow }},
 	{name: "tools.deny", kind: kStrings,
 		doc:   "tools denied, * globs; deny wins over allow",
@@ -198,6 +198,9 @@ const (
 	WorkspaceNone = "none"
 	WorkspaceRO   = "ro"
 	WorkspaceRW   = "rw"
+	// WorkspaceOverlay shows the project writable, with every change kept in a layer of the
+	// sandbox's own on the host; the project changes only through sbx apply.
+	WorkspaceOverlay = "overlay"
 )
 
 func lookupKey(name string) *keyDef {

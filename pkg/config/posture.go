@@ -110,6 +110,8 @@ func Posture(r *Resolved) []PostureItem {
 		add("workspace", "workspace", LevelOK, "project mounted read-only at "+WorkspaceTarget, "")
 	case WorkspaceNone:
 		add("workspace", "workspace", LevelOK, "a private volume; no host files", "")
+	case WorkspaceOverlay:
+		add("workspace", "workspace", LevelOK, "project writable at "+WorkspaceTarget+" through an overlay; the host changes only by sbx apply", "")
 	}
 	for i, b := range c.Binds {
 		key := fmt.Sprintf("binds[%d]", i)

@@ -370,7 +370,7 @@ func flagLayer(settings []Setting) ([]entry, []Problem) {
 }
 
 // derive fills the defaults that depend on other values: the profile's image, swap equal to
-// memory, and in rw mode the project root's owner as the user (never root implicitly).
+// memory, and in rw and overlay mode the project root's owner as the user (never root implicitly).
 func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64) {
 	c := &r.Config
 	// The ceilings' defaults never exceed the machine.
@@ -386,7 +386,9 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 		c.MemorySwap = c.Memory
 		r.Sources["memorySwap"] = Source{Layer: LayerDefault, Note: "same as memory"}
 	}
-	if r.Sources["user"].IsDefault() && c.Workspace == WorkspaceRW {
+	// An overlay's upper layer lives on the host: owned by the project's owner, the user who
+	// owns the project can read, apply and remove what the sandbox wrote there.
+	if r.Sources["user"].IsDefault() && (c.Workspace == WorkspaceRW || c.Workspace == WorkspaceOverlay) {
 		if owner == nil {
 			owner = fileOwner
 		}

@@ -361,13 +361,18 @@ func (v *validator) binds() {
 // projectRoot refuses to mount a project root that is a protected path, such as $HOME when
 // sbx runs outside any project.
 func (v *validator) projectRoot() {
-	if v.c.Workspace != WorkspaceRO && v.c.Workspace != WorkspaceRW {
+	if v.c.Workspace != WorkspaceRO && v.c.Workspace != WorkspaceRW && v.c.Workspace != WorkspaceOverlay {
 		return
 	}
 	root := v.r.ProjectRoot
 	if reason := v.protected([]string{root}); reason != "" {
 		v.refuse("workspace", root, fmt.Sprintf("the project root (from %s) %s; mounting it at %s would expose it to the sandbox", v.r.ProjectRootFrom, reason, WorkspaceTarget),
 			"cd into a project directory or pass --project DIR; or set workspace: none")
+	}
+	// The overlay's layers are named in one mount option string, where these separate values.
+	if v.c.Workspace == WorkspaceOverlay && strings.ContainsAny(root, ",:\\") {
+		v.refuse("workspace", WorkspaceOverlay, "the project root "+root+" holds a comma, colon or backslash, which an overlay mount cannot name",
+			"rename or move the project, or set workspace: ro or rw")
 	}
 }
 

@@ -45,6 +45,9 @@ type Options struct {
 	WorkDir string
 	Version string
 	Now     func() time.Time
+	// Umask clears permission bits of the files the apply tool creates on the host, as the
+	// user's own tools would.
+	Umask uint32
 }
 
 type server struct {
@@ -128,6 +131,8 @@ func (s *server) limits() string {
 		b.WriteString("the project is mounted read-only at /workspace, so writes there fail; ")
 	case config.WorkspaceRW:
 		b.WriteString("the project is mounted read-write at /workspace (writes change the user's files); ")
+	case config.WorkspaceOverlay:
+		b.WriteString("the project is writable at /workspace, but writes stay in the sandbox until the user applies them; ")
 	default:
 		b.WriteString("/workspace is a private volume, not the user's project; ")
 	}

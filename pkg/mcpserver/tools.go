@@ -139,6 +139,14 @@ func (s *server) register(srv *mcp.Server) {
 		does: "Return what a background process has written so far, and whether it still runs or how it exited."}, s.processOutput)
 	addTool(s, srv, toolSpec{name: "kill_process", policy: config.ToolExec,
 		does: "Send a signal (TERM by default) to a background process and all its children, wait for it to exit after one that ends processes, and return its state."}, s.killProcess)
+	addTool(s, srv, toolSpec{name: "diff", policy: config.ToolRead,
+		does: "List what the sandbox changed in its overlay workspace against the user's project on the host (added, modified, deleted, renamed files, mode changes), optionally as a patch. Only a sandbox with workspace overlay has one: there, writes to /workspace stay in the sandbox until applied."}, s.diff)
+	addTool(s, srv, toolSpec{name: "apply", policy: config.ToolApply,
+		does: "Write the overlay workspace's changes (all, or those under paths) onto the user's project on the host: each file atomically, nothing through a link. A path the host changed since the sandbox was created is a conflict and left alone; protected paths (protectedPaths: .git/hooks, .git/config, ...) are never applied by this tool. Applied changes leave the overlay, so the next diff no longer shows them."}, s.apply)
+	addTool(s, srv, toolSpec{name: "checkpoint", policy: config.ToolWrite,
+		does: "Record the overlay workspace's changes under a label (replacing a checkpoint of that label), to return to with rollback: try something, and undo it. Take it between commands."}, s.checkpoint)
+	addTool(s, srv, toolSpec{name: "rollback", policy: config.ToolWrite,
+		does: "Return the overlay workspace to a checkpoint: changes made since are dropped. The sandbox is stopped for it, so its background processes and shell sessions end and /tmp is emptied; the next call starts it again. The user's project on the host is not touched."}, s.rollback)
 	addTool(s, srv, toolSpec{name: "explain",
 		does: "Describe the sandbox: every configuration key with its value and where it came from, the security posture, and which tools the policy allows."}, s.explain)
 }

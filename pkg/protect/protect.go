@@ -537,3 +537,26 @@ func readBounded(name string) ([]byte, error) {
 }
 
 var errTooLarge = fmt.Errorf("larger than %d bytes", MaxConfigSize)
+
+// Covers returns the entry of entries (protectedPaths, relative to the project root) that
+// covers the project path rel: the entry itself or anything under it, and for entries under
+// .git/ the same path in any repository of the project (a/.git/hooks/x). Other commands that
+// change the project (sbx apply) ask it, so what counts as protected has one owner.
+func Covers(entries []string, rel string) (string, bool) {
+	rel = path.Clean(filepath.ToSlash(rel))
+	under := func(p, e string) bool { return p == e || strings.HasPrefix(p, e+"/") }
+	for _, e := range entries {
+		e = path.Clean(filepath.ToSlash(e))
+		if under(rel, e) {
+			return e, true
+		}
+		if rest, ok := strings.CutPrefix(e, ".git/"); ok {
+			for i := 0; i+len("/.git/") <= len(rel); i++ {
+				if strings.HasPrefix(rel[i:], "/.git/") && under(rel[i+len("/.git/"):], rest) {
+					return e, true
+				}
+			}
+		}
+	}
+	return "", false
+}

@@ -489,3 +489,28 @@ func FuzzParseGitConfig(f *testing.F) {
 		}
 	})
 }
+
+// Covers names the protectedPaths entry that covers a project path: the entry, what is under
+// it, and for .git/ entries the same place in any repository of the project.
+func TestCovers(t *testing.T) {
+	entries := []string{".sbx.yaml", ".git/hooks", ".git/config", ".vscode/"}
+	for _, tt := range []struct{ path, want string }{
+		{".sbx.yaml", ".sbx.yaml"},
+		{".git/hooks/pre-commit", ".git/hooks"},
+		{".git/hooks", ".git/hooks"},
+		{"sub/repo/.git/hooks/post-checkout", ".git/hooks"},
+		{"sub/.git/config", ".git/config"},
+		{".vscode/settings.json", ".vscode"},
+		{"./.git/config", ".git/config"},
+		{".git/config.worktree", ""},
+		{".git/hooksx", ""},
+		{"sub/.sbx.yaml", ""},
+		{"a.git/hooks/x", ""},
+		{"src/main.go", ""},
+	} {
+		got, ok := Covers(entries, tt.path)
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("Covers(%q) = %q, %v; want %q", tt.path, got, ok, tt.want)
+		}
+	}
+}

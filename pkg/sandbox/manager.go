@@ -41,6 +41,9 @@ type Manager struct {
 	// Protect plans the protected paths of a new rw sandbox; nil means Protection with
 	// HomeDir. Tests with a fake engine and no project on disk replace it.
 	Protect func(projectRoot string, cfg config.Config) (*protect.Plan, error)
+	// HostPaths says the engine sees this machine's files (a local engine), which workspace
+	// overlay needs: its layers are directories here.
+	HostPaths bool
 	// HomeDir is the user's home, where git config paths written ~/ start.
 	HomeDir string
 	// Warn receives warnings for stderr, which quiet does not silence.
@@ -361,6 +364,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if plan != nil {
 		in.Protected = plan.Mounts
 	}
+	if err := m.overlayPossible(in); err != nil {
+		return nil, err
+	}
 	img, err := m.Engine.ImageInspect(ctx, in.Config.Image)
 	if cerrdefs.IsNotFound(err) && m.BuildImage != nil {
 		if err := m.BuildImage(ctx, in.Config.Image); err != nil {
@@ -383,6 +389,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	}
 	in.CreatedAt = m.Now()
 	in.AgentDir = m.agentDir(in.Name, in.Config.Image)
+	if in.Config.Workspace == config.WorkspaceOverlay {
+		in.OverlayDir = m.State.overlayDir(in.Name)
+	}
 	if in.CADir, err = m.caDirFor(in); err != nil {
 		return nil, err
 	}
@@ -405,6 +414,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	}
 	if caLock != nil {
 		defer caLock.Close()
+	}
+	if err := m.prepareOverlay(ctx, in); err != nil {
+		return nil, err
 	}
 	if plan != nil {
 		if err := plan.Prepare(); err != nil {
@@ -625,6 +637,11 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 	if sb.Labels[LabelWorkspace] == "none" {
 		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.Name), true); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
+		}
+	}
+	if sb.Labels[LabelWorkspace] == config.WorkspaceOverlay {
+		if err := m.removeOverlay(ctx, sb.Name, sb.Image); err != nil {
+			return err
 		}
 	}
 	if sb.hasOwnNetwork() {

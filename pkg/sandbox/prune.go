@@ -183,6 +183,8 @@ type Orphans struct {
 	CADirs []string
 	// EgressDirs name sandboxes whose egress directory (rules and log) is left.
 	EgressDirs []string
+	// OverlayDirs name sandboxes whose overlay layers (their unapplied changes) are left.
+	OverlayDirs []string
 	// Proxies are egress proxy containers whose sandbox is gone (egress.go).
 	Proxies  []string
 	Volumes  []string
@@ -201,6 +203,9 @@ func (o Orphans) All() []string {
 	}
 	for _, n := range o.EgressDirs {
 		all = append(all, "egress/"+n)
+	}
+	for _, n := range o.OverlayDirs {
+		all = append(all, "overlay/"+n)
 	}
 	return all
 }
@@ -222,7 +227,7 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 			o.StateFiles = append(o.StateFiles, n)
 		}
 	}
-	for sub, dirs := range map[string]*[]string{"agent": &o.AgentDirs, "ca": &o.CADirs, "egress": &o.EgressDirs} {
+	for sub, dirs := range map[string]*[]string{"agent": &o.AgentDirs, "ca": &o.CADirs, "egress": &o.EgressDirs, "overlay": &o.OverlayDirs} {
 		if names, err = m.State.dirNames(sub); err != nil {
 			return o, err
 		}
@@ -240,7 +245,7 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 		// Only a workspace volume sbx made: its labels, a name sbx could have given, and the
 		// volume name that follows from it.
 		name := v.Labels[LabelName]
-		if v.Labels[LabelManaged] == "true" && config.ValidName(name) == nil && v.Name == VolumeName(name) && !alive[name] &&
+		if v.Labels[LabelManaged] == "true" && config.ValidName(name) == nil && (v.Name == VolumeName(name) || v.Name == OverlayVolumeName(name)) && !alive[name] &&
 			filter.Match(&Sandbox{Name: name, Labels: v.Labels}) {
 			o.Volumes = append(o.Volumes, v.Name)
 		}
@@ -272,6 +277,11 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 	}
 	for _, n := range o.EgressDirs {
 		if err := m.removeOrphanDir(ctx, n, m.State.egressLock(n), m.State.EgressDir(n), "egress directory"); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, n := range o.OverlayDirs {
+		if err := m.removeOrphanDir(ctx, n, m.State.overlayLock(n), m.State.overlayDir(n), "overlay directory"); err != nil && first == nil {
 			first = err
 		}
 	}

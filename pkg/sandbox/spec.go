@@ -25,6 +25,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
+	"github.com/sbx-sandbox/sbx/pkg/overlay"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
@@ -70,6 +71,10 @@ func ContainerName(name string) string { return "sbx-" + name }
 
 // VolumeName is the private workspace volume of sandbox NAME in workspace mode none.
 func VolumeName(name string) string { return "sbx-" + name + "-ws" }
+
+// OverlayVolumeName is the volume that mounts sandbox NAME's overlay workspace: a local
+// volume of type overlay, which holds no data of its own (the layers are on the host).
+func OverlayVolumeName(name string) string { return "sbx-" + name + "-ov" }
 
 // shapingKeys are the config keys that shape the container; per-exec settings (mode, timeout,
 // passEnv), policy and prune rules are left out so changing them never forces a recreate.
@@ -119,6 +124,9 @@ type SpecInput struct {
 	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
 	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
 	EgressSubnet netip.Prefix
+	// OverlayDir holds the sandbox's overlay layers (overlay.Layers) in workspace mode
+	// overlay; Manager.create sets it. It stays out of the config hash.
+	OverlayDir string
 	// Protected are the project paths a rw workspace mounts on their own (protect.Find):
 	// read-only over what the user's host tools obey, read-write onto themselves for the
 	// directories on the way, so none can be renamed away. Other modes ignore them. They
@@ -133,9 +141,10 @@ type Spec struct {
 	Container     *container.Config
 	Host          *container.HostConfig
 	Network       *network.NetworkingConfig
-	Volume        *volume.CreateOptions // the private workspace volume, nil unless workspace is none
 	Hash          string
 	Shape         string
+	// volumeOpts are the local driver's options of the workspace volume (an overlay's).
+	volumeOpts map[string]string
 }
 
 // BuildSpec turns a resolved config into Docker API structs. It is pure: same input, same output.
@@ -199,6 +208,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	})
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
+	if cfg.Workspace == config.WorkspaceOverlay {
+		spec.volumeOpts = overlay.Layers{Lower: in.ProjectRoot, Dir: in.OverlayDir}.MountOptions()
+	}
 	spec.Container = &container.Config{
 		Image:      cfg.Image,
 		Cmd:        slices.Clone(KeepAlive),
@@ -314,8 +326,13 @@ func workspaceMounts(in SpecInput, labels map[string]string) ([]mount.Mount, err
 		return mounts, nil
 	case "none":
 		return []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName(in.Name), Target: WorkspacePath}}, nil
+	case config.WorkspaceOverlay:
+		if !path.IsAbs(in.ProjectRoot) || !path.IsAbs(in.OverlayDir) {
+			return nil, fmt.Errorf("overlay workspace: the project root %q and the layers' directory %q must be absolute", in.ProjectRoot, in.OverlayDir)
+		}
+		return []mount.Mount{{Type: mount.TypeVolume, Source: OverlayVolumeName(in.Name), Target: WorkspacePath}}, nil
 	}
-	return nil, fmt.Errorf("workspace mode %q is not one of none, ro, rw", in.Config.Workspace)
+	return nil, fmt.Errorf("workspace mode %q is not one of none, ro, rw, overlay", in.Config.Workspace)
 }
 
 // protectedMounts binds each protected path and pin of a rw workspace at its place under
@@ -353,7 +370,11 @@ func (s *Spec) VolumeSpec() *volume.CreateOptions {
 					labels[k] = v
 				}
 			}
-			return &volume.CreateOptions{Name: m.Source, Labels: labels}
+			opts := &volume.CreateOptions{Name: m.Source, Labels: labels}
+			if s.volumeOpts != nil {
+				opts.Driver, opts.DriverOpts = "local", maps.Clone(s.volumeOpts)
+			}
+			return opts
 		}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/hostfs"
 )
 
 // StateStore keeps each sandbox's last-use time in its own small file. Everything else about a
@@ -70,6 +71,15 @@ func (s *StateStore) agentLock(name string) string {
 // agentDir is.
 func (s *StateStore) caDir(name string) string { return filepath.Join(s.Dir, "ca", name) }
 
+// overlayDir holds sandbox name's overlay layers (workspace overlay), computed from the name
+// as agentDir is.
+func (s *StateStore) overlayDir(name string) string { return filepath.Join(s.Dir, "overlay", name) }
+
+// overlayLock is held while sandbox name's overlay layers are made, as caLock is for its CA.
+func (s *StateStore) overlayLock(name string) string {
+	return filepath.Join(s.Dir, "overlay", "."+name+".lock")
+}
+
 // caLock is the lock file held while sandbox name's CA bundle is written, and taken shared
 // before the sandbox starts, so no start comes between its create and its bundle.
 func (s *StateStore) caLock(name string) string { return filepath.Join(s.Dir, "ca", "."+name+".lock") }
@@ -94,7 +104,7 @@ func (s *StateStore) inside(p string) (string, error) {
 }
 
 // remove deletes p, with everything under it, when inside allows it, whatever modes a
-// sandbox gave what it wrote there (removeTree). A missing p is not an error.
+// sandbox gave what it wrote there (hostfs.RemoveTree). A missing p is not an error.
 func (s *StateStore) remove(p string) error {
 	real, err := s.inside(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -103,7 +113,7 @@ func (s *StateStore) remove(p string) error {
 	if err != nil {
 		return err
 	}
-	return removeTree(real, false)
+	return hostfs.RemoveTree(real, false)
 }
 
 // empty deletes everything in the directory p, as remove does, and keeps p.
@@ -112,7 +122,7 @@ func (s *StateStore) empty(p string) error {
 	if err != nil {
 		return err
 	}
-	return removeTree(real, true)
+	return hostfs.RemoveTree(real, true)
 }
 
 // Touch records that sandbox name was used now.

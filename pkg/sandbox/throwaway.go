@@ -149,8 +149,8 @@ func sameFile(f *os.File, path string) bool {
 
 // removeRemains removes sandbox name with everything sbx made for it. Its container may be
 // gone or never made (sbx killed halfway through a create), so what follows from the name
-// alone is removed too: the networks and volume sbx names after it (networks only when
-// their labels say they are this sandbox's) and its state.
+// alone is removed too: the networks, volumes and overlay layers sbx names after it
+// (networks only when their labels say they are this sandbox's) and its state.
 func (m *Manager) removeRemains(ctx context.Context, name string) error {
 	sb, err := m.Inspect(ctx, name)
 	var nf *NotFoundError
@@ -168,6 +168,9 @@ func (m *Manager) removeRemains(ctx context.Context, name string) error {
 	}
 	if err := m.Engine.VolumeRemove(ctx, VolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(fmt.Sprintf("removing workspace volume of %q", name), err)
+	}
+	if err := m.removeOverlay(ctx, name, ""); err != nil {
+		return err
 	}
 	return m.forgetState(name, true)
 }

@@ -58,7 +58,7 @@ func TestSweepThrowawaysTakesOnlyAbandonedOnes(t *testing.T) {
 	if err != nil || !slices.Equal(removed, []string{dead.Name}) {
 		t.Fatalf("sweep removed %v (%v), want only %s", removed, err, dead.Name)
 	}
-	if !slices.Equal(removedVolumes, []string{VolumeName(dead.Name)}) {
+	if !slices.Equal(removedVolumes, []string{VolumeName(dead.Name), OverlayVolumeName(dead.Name)}) {
 		t.Errorf("volumes removed: %v", removedVolumes)
 	}
 	for _, p := range []string{dead.path, st.path(dead.Name)} {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
 // A sandbox prepares a tree in its /tmp; sbx cp copies it out into a host directory that
@@ -161,13 +163,13 @@ func TestHostileFiles(t *testing.T) {
 			if c.host != nil {
 				c.host(t, work)
 			}
-			before := snapshot(t, work)
+			before := clitest.Snapshot(t, work)
 			src := c.src
 			if !filepath.IsAbs(src) {
 				src = fmt.Sprintf("/tmp/hf/%d/%s", i, src)
 			}
 			r := s.Run(append(append([]string{"cp"}, c.args...), name+":"+src, filepath.Join(work, "dst")+"/")...)
-			after := snapshot(t, work)
+			after := clitest.Snapshot(t, work)
 			if c.refused != "" {
 				if r.Code == 0 || !strings.Contains(r.Stderr, c.refused) {
 					t.Errorf("want the copy refused with %q: %s", c.refused, r)
@@ -190,36 +192,6 @@ func TestHostileFiles(t *testing.T) {
 			}
 		})
 	}
-}
-
-// snapshot records every path under root with its type, mode, size and content or target.
-func snapshot(t *testing.T, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		v := fi.Mode().String()
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			v += " -> " + target
-		case fi.Mode().IsRegular():
-			v += fmt.Sprintf(" %d %s", fi.Size(), hashFile(t, p))
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // diff lists the paths that differ between two snapshots, except those at or under allowed.

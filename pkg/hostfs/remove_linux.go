@@ -1,4 +1,7 @@
-package sandbox
+// Package hostfs removes trees that a sandbox may have written on the host (its agent
+// directory, an overlay's upper layer) without following a link out of them, whatever modes
+// the sandbox gave what it wrote.
+package hostfs
 
 import (
 	"errors"
@@ -9,21 +12,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// removeTree removes path with everything under it, or with contentsOnly only what is under
+// RemoveTree removes path with everything under it, or with contentsOnly only what is under
 // it. It never follows a link: each directory is opened from its parent's descriptor without
 // following one, and what is in it is removed through that descriptor, so nothing outside
 // path is touched whatever was planted in it. Each directory is made readable, writable and
 // searchable by its owner before it is emptied, so a tree that a sandbox left with modes
 // 0555 or 0000 (in the agent directory of an older sbx) goes as well; only what another
 // user owns can resist, when sbx does not run as root.
-func removeTree(path string, contentsOnly bool) error {
+func RemoveTree(path string, contentsOnly bool) error {
 	parent, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
 	}
 	defer unix.Close(parent)
 	if !contentsOnly {
-		return removeAt(parent, filepath.Base(path), path)
+		return RemoveAt(parent, filepath.Base(path), path)
 	}
 	dir, err := unix.Openat(parent, filepath.Base(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -33,8 +36,9 @@ func removeTree(path string, contentsOnly bool) error {
 	return emptyDir(dir, path)
 }
 
-// removeAt removes name in the directory dirfd; path names it in errors.
-func removeAt(dirfd int, name, path string) error {
+// RemoveAt removes name, with everything under it, in the directory dirfd, following no
+// link; path names it in errors.
+func RemoveAt(dirfd int, name, path string) error {
 	dir, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
 	case errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP):
@@ -78,7 +82,7 @@ func emptyDir(dir int, path string) error {
 	}
 	var first error
 	for _, n := range names {
-		if err := removeAt(dir, n, filepath.Join(path, n)); err != nil && first == nil {
+		if err := RemoveAt(dir, n, filepath.Join(path, n)); err != nil && first == nil {
 			first = err
 		}
 	}

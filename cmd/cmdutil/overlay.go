@@ -1,0 +1,24 @@
+package cmdutil
+
+import (
+	"context"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/overlay"
+)
+
+// OverlaySandbox returns the overlay layers of sandbox name (the project's default when "")
+// and its resolved config, whose protectedPaths sbx apply skips, for diff, apply and discard.
+// Nothing is created or started: the layers are read on this machine.
+func OverlaySandbox(ctx context.Context, f *Factory, name string) (overlay.Layers, *config.Resolved, error) {
+	r, err := ResolveConfig(f, name)
+	if r == nil {
+		return overlay.Layers{}, nil, err
+	}
+	m, err := Manager(ctx, f)
+	if err != nil {
+		return overlay.Layers{}, nil, err
+	}
+	l, err := m.Overlay(ctx, r.Name)
+	return l, r, err
+}

@@ -1,0 +1,145 @@
+// Package diff implements "sbx diff".
+package diff
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/overlay"
+)
+
+// DiffOptions are the inputs of "sbx diff".
+type DiffOptions struct {
+	IO       *iostreams.IOStreams
+	Factory  *cmdutil.Factory
+	Name     string
+	Paths    []string
+	Stat     bool
+	NameOnly bool
+	JSON     bool
+}
+
+// NewCmdDiff builds "sbx diff".
+func NewCmdDiff(f *cmdutil.Factory, runF func(context.Context, *DiffOptions) error) *cobra.Command {
+	opts := &DiffOptions{IO: f.IOStreams, Factory: f}
+	cmd := &cobra.Command{
+		Use:   "diff [-n NAME] [--stat | --name-only | --json] [PATH...]",
+		Short: "Show what an overlay sandbox changed in the project",
+		Long: `Show what a sandbox with workspace overlay changed against the project on the host:
+added, modified, deleted and renamed files, mode changes, binary files. The default output
+is a unified diff that git apply accepts; --stat counts lines per file, --name-only lists
+paths, --json lists every change with its status, kind, modes, whether it is binary,
+protected (apply skips it) or in conflict (the host changed the path since the sandbox
+was created). PATHs keep only changes at or under them.`,
+		Example: `  sbx diff
+  sbx diff --stat
+  sbx diff | git apply --check`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Paths = args
+			n := 0
+			for _, b := range []bool{opts.Stat, opts.NameOnly, opts.JSON} {
+				if b {
+					n++
+				}
+			}
+			if n > 1 {
+				return errs.Usagef("--stat, --name-only and --json go one at a time")
+			}
+			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, diffRun)
+		},
+	}
+	cmdutil.NameFlag(cmd.Flags(), &opts.Name)
+	cmd.Flags().BoolVar(&opts.Stat, "stat", false, "count added and deleted lines per file")
+	cmd.Flags().BoolVar(&opts.NameOnly, "name-only", false, "list the changed paths")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "list the changes as a JSON array")
+	return cmd
+}
+
+func diffRun(ctx context.Context, opts *DiffOptions) error {
+	l, r, err := cmdutil.OverlaySandbox(ctx, opts.Factory, opts.Name)
+	if err != nil {
+		return err
+	}
+	changes, err := l.Changes(r.Config.ProtectedPaths, opts.Paths)
+	if err != nil {
+		return err
+	}
+	out := opts.IO.Out
+	switch {
+	case opts.JSON:
+		if changes == nil {
+			changes = []overlay.Change{}
+		}
+		return cmdutil.WriteJSON(out, changes)
+	case opts.NameOnly:
+		w := bufio.NewWriter(out)
+		for _, c := range changes {
+			fmt.Fprintln(w, overlay.Quote(c.Path))
+		}
+		return w.Flush()
+	case opts.Stat:
+		return printStat(out, l, changes)
+	}
+	if opts.IO.IsStdoutTTY() {
+		// What the sandbox wrote is shown, never obeyed: no control byte reaches a terminal.
+		out = &printable{w: out}
+	}
+	if err := l.Patch(out, changes); err != nil {
+		return err
+	}
+	for _, c := range changes {
+		switch {
+		case c.Conflict != "":
+			opts.IO.Progressf("conflict: %s: %s\n", overlay.Quote(c.Path), c.Conflict)
+		case c.Protected != "":
+			opts.IO.Progressf("protected: %s (by %s): sbx apply skips it without --include-protected\n", overlay.Quote(c.Path), c.Protected)
+		}
+	}
+	return nil
+}
+
+func printStat(out io.Writer, l overlay.Layers, changes []overlay.Change) error {
+	stats, err := l.Stats(changes)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(out)
+	adds, dels := 0, 0
+	for i, c := range changes {
+		name := overlay.Quote(c.Path)
+		if c.Status == overlay.Renamed {
+			name = overlay.Quote(c.OldPath) + " => " + name
+		}
+		switch {
+		case c.Binary:
+			fmt.Fprintf(w, " %s | %s (binary, %d bytes)\n", name, c.Status, c.Size)
+		default:
+			fmt.Fprintf(w, " %s | %s +%d -%d\n", name, c.Status, stats[i].Added, stats[i].Deleted)
+		}
+		adds += stats[i].Added
+		dels += stats[i].Deleted
+	}
+	fmt.Fprintf(w, " %d changes, %d insertions(+), %d deletions(-)\n", len(changes), adds, dels)
+	return w.Flush()
+}
+
+// printable replaces control bytes other than newline and tab with '?'.
+type printable struct{ w io.Writer }
+
+func (p *printable) Write(b []byte) (int, error) {
+	c := make([]byte, len(b))
+	for i, x := range b {
+		if (x < 0x20 && x != '\n' && x != '\t') || x == 0x7f {
+			x = '?'
+		}
+		c[i] = x
+	}
+	return p.w.Write(c)
+}

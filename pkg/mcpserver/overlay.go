@@ -1,0 +1,125 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/overlay"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// The overlay tools: what the sandbox changed in an overlay workspace, and, when the user's
+// policy allows the apply tool, writing it onto the host project.
+
+// DiffInput is the diff tool's arguments.
+type DiffInput struct {
+	Paths          []string `json:"paths,omitempty" jsonschema:"keep only changes at or under these project paths (default: all)"`
+	Patch          bool     `json:"patch,omitempty" jsonschema:"also return the changes as a unified diff that git apply accepts"`
+	MaxOutputBytes int64    `json:"maxOutputBytes,omitempty" jsonschema:"keep at most this many bytes of the patch (default 262144)"`
+}
+
+// DiffOutput is what the sandbox changed against the host project.
+type DiffOutput struct {
+	Changes   []overlay.Change `json:"changes" jsonschema:"every change with its status (added, modified, deleted, renamed, mode), kind, modes, whether it is binary, protected (apply skips it) or in conflict (the host changed the path since the sandbox was created)"`
+	Patch     string           `json:"patch,omitempty"`
+	Truncated bool             `json:"truncated" jsonschema:"the patch was longer than maxOutputBytes and was cut"`
+}
+
+// LabelInput names a checkpoint.
+type LabelInput struct {
+	Label string `json:"label" jsonschema:"checkpoint label: letters, digits, '_', '.' and '-', at most 64"`
+}
+
+// ApplyInput is the apply tool's arguments.
+type ApplyInput struct {
+	Paths  []string `json:"paths,omitempty" jsonschema:"apply only changes at or under these project paths (default: all)"`
+	DryRun bool     `json:"dryRun,omitempty" jsonschema:"list what would be applied and change nothing"`
+}
+
+// layers returns the overlay layers of the sandbox, which must have workspace overlay.
+func (s *server) layers(ctx context.Context) (overlay.Layers, error) {
+	if s.Resolved.Config.Workspace != config.WorkspaceOverlay {
+		return overlay.Layers{}, fmt.Errorf("sandbox %q has workspace %s, not overlay: there is nothing to diff or apply", s.Resolved.Name, s.Resolved.Config.Workspace)
+	}
+	m, sb, release, err := s.Sandbox(ctx)
+	if err != nil {
+		return overlay.Layers{}, err
+	}
+	defer release()
+	return m.Overlay(ctx, sb.Name)
+}
+
+func (s *server) diff(ctx context.Context, in DiffInput) (DiffOutput, error) {
+	_, limit, err := s.callLimits(0, in.MaxOutputBytes)
+	if err != nil {
+		return DiffOutput{}, err
+	}
+	l, err := s.layers(ctx)
+	if err != nil {
+		return DiffOutput{}, err
+	}
+	changes, err := l.Changes(s.Resolved.Config.ProtectedPaths, in.Paths)
+	if err != nil {
+		return DiffOutput{}, err
+	}
+	out := DiffOutput{Changes: changes}
+	if out.Changes == nil {
+		out.Changes = []overlay.Change{}
+	}
+	if in.Patch {
+		var b strings.Builder
+		w := &sandbox.CapWriter{W: &b, Limit: limit}
+		if err := l.Patch(w, changes); err != nil {
+			return DiffOutput{}, err
+		}
+		out.Patch, out.Truncated = b.String(), w.Truncated()
+	}
+	return out, nil
+}
+
+func (s *server) apply(ctx context.Context, in ApplyInput) (overlay.ApplyResult, error) {
+	l, err := s.layers(ctx)
+	if err != nil {
+		return overlay.ApplyResult{}, err
+	}
+	// Protected paths are never applied from here: only the user, with sbx apply
+	// --include-protected after looking at them.
+	res, err := l.Apply(overlay.ApplyOptions{Paths: in.Paths, ProtectedPaths: s.Resolved.Config.ProtectedPaths,
+		DryRun: in.DryRun, Umask: s.Umask})
+	if res == nil {
+		return overlay.ApplyResult{}, err
+	}
+	return *res, err
+}
+
+func (s *server) checkpoint(ctx context.Context, in LabelInput) (overlay.Checkpoint, error) {
+	l, err := s.layers(ctx)
+	if err != nil {
+		return overlay.Checkpoint{}, err
+	}
+	return l.Checkpoint(in.Label)
+}
+
+// RollbackOutput says what a rollback did.
+type RollbackOutput struct {
+	Label     string `json:"label"`
+	Restarted bool   `json:"restarted" jsonschema:"the sandbox ran and was stopped for the rollback: its processes and shell sessions ended, /tmp is empty"`
+}
+
+func (s *server) rollback(ctx context.Context, in LabelInput) (RollbackOutput, error) {
+	if _, err := s.layers(ctx); err != nil {
+		return RollbackOutput{}, err
+	}
+	m, sb, release, err := s.Sandbox(ctx)
+	if err != nil {
+		return RollbackOutput{}, err
+	}
+	release()
+	was, err := m.Rollback(ctx, sb.Name, in.Label)
+	if err != nil {
+		return RollbackOutput{}, err
+	}
+	return RollbackOutput{Label: in.Label, Restarted: was}, nil
+}

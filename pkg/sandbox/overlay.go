@@ -1,0 +1,177 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+
+	cerrdefs "github.com/containerd/errdefs"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/overlay"
+)
+
+// overlayPossible refuses workspace overlay, before anything is created, where it cannot
+// work: off Linux, or with an engine that does not see this machine's files.
+func (m *Manager) overlayPossible(in SpecInput) error {
+	if in.Config.Workspace != config.WorkspaceOverlay {
+		return nil
+	}
+	if err := overlay.Supported(); err != nil {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: %w", in.Name, err), "use workspace: ro or rw here")
+	}
+	if !m.HostPaths {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: workspace overlay needs an engine that sees this machine's files (the project and sbx's state directory), and this engine is not local", in.Name),
+			"use workspace: ro or rw with this engine, or a local engine (DOCKER_HOST=unix:///var/run/docker.sock)")
+	}
+	return nil
+}
+
+// prepareOverlay makes the layers of in's overlay workspace, kept when they exist (a
+// recreate keeps the sandbox's changes), and its volume anew: the volume is only the mount's
+// recipe, and the recipe names the project, which a recreate may have moved.
+func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
+	if in.Config.Workspace != config.WorkspaceOverlay {
+		return nil
+	}
+	uidS, gidS, _ := strings.Cut(in.Config.User, ":")
+	uid, err1 := strconv.Atoi(uidS)
+	gid, err2 := strconv.Atoi(gidS)
+	if err1 != nil || err2 != nil {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: workspace overlay needs a numeric user uid:gid, not %q", in.Name, in.Config.User),
+			"set user: UID:GID, or leave it unset to run as the project's owner")
+	}
+	if err := os.MkdirAll(filepath.Dir(in.OverlayDir), 0o700); err != nil {
+		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
+	}
+	lock, err := flockFile(ctx, m.State.overlayLock(in.Name), true, true)
+	if err != nil {
+		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
+	}
+	defer lock.Close()
+	if err := overlay.Prepare(overlay.Layers{Lower: in.ProjectRoot, Dir: in.OverlayDir}, uid, gid); err != nil {
+		return err
+	}
+	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(in.Name), false); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(fmt.Sprintf("replacing the overlay volume of %q", in.Name), err)
+	}
+	return nil
+}
+
+// removeOverlay removes sandbox name's overlay volume and layers, with their unapplied
+// changes; a sandbox without them has nothing to remove.
+func (m *Manager) removeOverlay(ctx context.Context, name, image string) error {
+	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(fmt.Sprintf("removing the overlay volume of %q", name), err)
+	}
+	_ = m.State.remove(m.State.overlayLock(name))
+	err := m.State.remove(m.State.overlayDir(name))
+	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 && image != "" {
+		if err = m.clearWorkDir(ctx, name, image); err == nil {
+			err = m.State.remove(m.State.overlayDir(name))
+		}
+	}
+	if err != nil {
+		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its overlay layers: %w", name, err),
+			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root: overlayfs leaves a directory of root's in work/)")
+	}
+	return nil
+}
+
+// Overlay returns the layers of sandbox name's overlay workspace, for sbx diff, apply and
+// discard. The project comes from the sandbox's label, checked to be a clean absolute path;
+// the layers' directory follows from the name alone.
+func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, error) {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return overlay.Layers{}, err
+	}
+	if ws := sb.Labels[LabelWorkspace]; ws != config.WorkspaceOverlay {
+		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q has workspace %s, not overlay: its changes are already on the host or in its own volume", name, ws),
+			fmt.Sprintf("create it with an overlay workspace: sbx create -n %s --workspace overlay --replace", name))
+	}
+	root := sb.Labels[LabelProject]
+	if !filepath.IsAbs(root) || filepath.Clean(root) != root || config.ValidName(name) != nil {
+		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q names no usable project (%q)", name, root), "")
+	}
+	return overlay.Layers{Lower: root, Dir: m.State.overlayDir(name)}, nil
+}
+
+// clearWorkDir empties overlayfs's own work/work of sandbox name's layers, which the kernel
+// makes as root with mode 0 and keeps a whiteout in: a user who is not root cannot remove
+// it, so a short-lived container of the sandbox's image does, as root with no capability
+// but CAP_DAC_OVERRIDE, no network, and only the layers' directory mounted.
+func (m *Manager) clearWorkDir(ctx context.Context, name, image string) error {
+	cfg := &container.Config{Image: image, User: "0:0", Cmd: []string{"rm", "-rf", "--", "/layers/work/work"}, Entrypoint: []string{}}
+	host := &container.HostConfig{
+		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: m.State.overlayDir(name), Target: "/layers"}},
+		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_OVERRIDE"},
+		SecurityOpt: []string{"no-new-privileges:true"},
+	}
+	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, nil, nil, ContainerName(name)+"-rm-overlay")
+	if err != nil {
+		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+	}
+	defer func() {
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+	}()
+	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+	}
+	// Until it has exited, checked every 50 ms for at most 30 s.
+	for range 600 {
+		info, err := m.Engine.ContainerInspect(ctx, resp.ID)
+		if err != nil {
+			return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+		}
+		if info.State != nil && !info.State.Running && info.State.Status != "created" {
+			if info.State.ExitCode != 0 {
+				return fmt.Errorf("removing the overlay layers of %q: rm exited %d", name, info.State.ExitCode)
+			}
+			return nil
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("removing the overlay layers of %q: the helper did not finish in 30s", name)
+}
+
+// Rollback returns sandbox name's overlay workspace to its checkpoint label. Overlayfs must
+// not see its upper layer change while mounted (a running sandbox gets "Stale file handle"),
+// so a running or paused sandbox is stopped first, which ends its processes; it reports
+// whether it was, so the caller can start it again.
+func (m *Manager) Rollback(ctx context.Context, name, label string) (wasRunning bool, err error) {
+	l, err := m.Overlay(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if wasRunning = sb.Status == "running" || sb.Status == "paused"; wasRunning {
+		if err := m.Stop(ctx, name); err != nil {
+			return false, err
+		}
+	}
+	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
+	if err != nil {
+		return wasRunning, err
+	}
+	defer lock.Close()
+	if err := l.Rollback(label); err != nil {
+		return wasRunning, errs.Failure(fmt.Errorf("sandbox %q: %w", name, err), fmt.Sprintf("list the checkpoints with sbx checkpoint ls -n %s", name))
+	}
+	return wasRunning, nil
+}
