@@ -58,6 +58,8 @@ const (
 	FrameExit        FrameType = 'Z'
 	FrameRefused     FrameType = 'X'
 	FrameListener    FrameType = 'L'
+	FrameConnect     FrameType = 'C'
+	FrameConnected   FrameType = 'O'
 )
 
 // Strict says what a client that goes away does to its command (PROTOCOL.md, "Strict modes").

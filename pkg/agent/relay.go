@@ -1,0 +1,178 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Relay is a connection the agent made to a port on the sandbox's loopback (PROTOCOL.md,
+// "Relays"): what is written goes to the port, what is read comes from it, and each way ends
+// on its own (CloseWrite), as TCP's half-close does.
+type Relay struct {
+	c    *Client
+	rest []byte // what the last frame held that Read has not returned yet
+	eof  bool
+}
+
+// ConnectError is a port the agent could not connect to: nothing listens there
+// (ECONNREFUSED), or the sandbox is out of descriptors.
+type ConnectError struct {
+	Port  int
+	Errno syscall.Errno
+}
+
+func (e *ConnectError) Error() string {
+	if e.Errno == syscall.ECONNREFUSED {
+		return fmt.Sprintf("nothing listens on port %d inside the sandbox (connection refused)", e.Port)
+	}
+	return fmt.Sprintf("connecting to port %d inside the sandbox: %v", e.Port, e.Errno)
+}
+
+// Refused says nothing listens on the port.
+func (e *ConnectError) Refused() bool { return e.Errno == syscall.ECONNREFUSED }
+
+// ErrRelayLost is a relay whose agent connection ended before the port's end of data: the
+// port reset the connection, or the sandbox stopped.
+var ErrRelayLost = errors.New("the connection inside the sandbox was reset")
+
+// DialPort asks the agent whose socket is in dir to connect to port on the sandbox's
+// loopback. The request goes out before the greeting is read, which saves a round trip on
+// every connection; a refused port is a *ConnectError.
+func DialPort(ctx context.Context, dir string, port int) (*Relay, error) {
+	c, err := Dial(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.connect(port)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (c *Client) connect(port int) (*Relay, error) {
+	if err := c.send(FrameConnect, []byte(strconv.Itoa(port))); err != nil {
+		return nil, err
+	}
+	if err := c.Hello(); err != nil {
+		return nil, err
+	}
+	typ, body, err := c.next()
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case FrameConnected:
+		return &Relay{c: c}, nil
+	case FrameSpawnFailed:
+		num, _, _ := strings.Cut(string(body), "\x00")
+		n, err := strconv.Atoi(num)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%w: the agent sent the connection failure %q", ErrProtocol, safeText(body))
+		}
+		return nil, &ConnectError{Port: port, Errno: syscall.Errno(n)}
+	case FrameRefused:
+		return nil, fmt.Errorf("%w: the agent dropped the connection: %s", ErrProtocol, safeText(body))
+	}
+	return nil, fmt.Errorf("%w: the agent sent a frame of type %q to a connection", ErrProtocol, typ)
+}
+
+// frame returns the next piece of the port's data, or io.EOF at its end.
+func (r *Relay) frame() ([]byte, error) {
+	if r.eof {
+		return nil, io.EOF
+	}
+	typ, body, err := r.c.next()
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		return nil, ErrRelayLost
+	case err != nil:
+		return nil, err
+	case typ == FrameStdout:
+		return body, nil
+	case typ == FrameStdinEOF:
+		r.eof = true
+		return nil, io.EOF
+	case typ == FrameRefused:
+		return nil, fmt.Errorf("%w: the agent dropped the connection: %s", ErrProtocol, safeText(body))
+	}
+	return nil, fmt.Errorf("%w: the agent sent a frame of type %q to a connection", ErrProtocol, typ)
+}
+
+// Read reads the port's data.
+func (r *Relay) Read(p []byte) (int, error) {
+	for len(r.rest) == 0 {
+		body, err := r.frame()
+		if err != nil {
+			return 0, err
+		}
+		r.rest = body
+	}
+	n := copy(p, r.rest)
+	r.rest = r.rest[n:]
+	return n, nil
+}
+
+// WriteTo writes the port's data to w until its end, a frame at a time, without a copy.
+func (r *Relay) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		body := r.rest
+		r.rest = nil
+		if len(body) == 0 {
+			var err error
+			if body, err = r.frame(); err == io.EOF {
+				return total, nil
+			} else if err != nil {
+				return total, err
+			}
+		}
+		n, err := w.Write(body)
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// Write sends p to the port.
+func (r *Relay) Write(p []byte) (int, error) { return r.c.Write(p) }
+
+// ReadFrom sends what src holds to the port, in frames as large as the agent reads at once.
+func (r *Relay) ReadFrom(src io.Reader) (int64, error) {
+	buf := make([]byte, chunk)
+	var total int64
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if err := r.c.send(FrameStdin, buf[:n]); err != nil {
+				return total, err
+			}
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// CloseWrite ends what is sent to the port; its answer still comes.
+func (r *Relay) CloseWrite() error { return r.c.CloseStdin() }
+
+// Close drops the connection both ways.
+func (r *Relay) Close() error { return r.c.conn.Close() }
+
+var _ interface {
+	io.ReadWriteCloser
+	io.WriterTo
+	io.ReaderFrom
+} = (*Relay)(nil)
