@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/agent"
@@ -30,6 +31,14 @@ func (m *Manager) DialPort(ctx context.Context, sb *Sandbox, port int) (*agent.R
 			fmt.Sprintf("ports are reached through sbx's agent, which only sandboxes on sbx's bundled images on a local engine run; sbx create -n %s --replace gives it this sbx's agent", sb.Name))
 	}
 	r, err := agent.DialPort(ctx, m.agentDirOf(sb), port)
+	// A burst of connections can fill the agent socket's backlog for a moment, which a Unix
+	// socket reports as EAGAIN rather than waiting; the agent empties it as fast as it can.
+	for try := 0; errors.Is(err, syscall.EAGAIN) && try < 100; try++ {
+		if sleepCtx(ctx, 10*time.Millisecond) != nil {
+			break
+		}
+		r, err = agent.DialPort(ctx, m.agentDirOf(sb), port)
+	}
 	var ce *agent.ConnectError
 	switch {
 	case errors.As(err, &ce):
