@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,6 +259,32 @@ s.ThreadingHTTPServer(("127.0.0.1", 8000), functools.partial(s.SimpleHTTPRequest
 	}
 	if r := <-g.done; r.Code != 0 {
 		t.Errorf("after SIGTERM: %s", r)
+	}
+
+	// The MCP tool, once the ports tool is allowed: a forward for the server's lifetime.
+	allow := filepath.Join(t.TempDir(), "allow-ports.yaml")
+	if err := os.WriteFile(allow, []byte("tools: {allow: [exec, read, write, ports], deny: [browser]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs := c.mcpSession(c.Project, "--config", allow, "-n", name)
+	var fwd struct {
+		URL        string `json:"url"`
+		RemotePort int    `json:"remotePort"`
+	}
+	if res := mcpCall(t, cs, "forward_port", map[string]any{"port": 8000, "waitSeconds": 30}, &fwd); res.IsError || fwd.RemotePort != 8000 {
+		t.Fatalf("forward_port: %+v %+v", res.Content, fwd)
+	}
+	if body, err := get(client, fwd.URL+"/hello.txt"); err != nil || body != "hello\n" {
+		t.Errorf("through forward_port's URL %s: %q, %v", fwd.URL, body, err)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("closing the MCP session: %v", err)
+	}
+	if conn, err := net.Dial("tcp", strings.TrimPrefix(fwd.URL, "http://")); !errors.Is(err, syscall.ECONNREFUSED) {
+		if conn != nil {
+			conn.Close()
+		}
+		t.Errorf("forward_port's %s after the server ended: %v, want connection refused", fwd.URL, err)
 	}
 
 	// Not ready in time: exit 124 with what it saw.

@@ -30,10 +30,13 @@ const (
 	ToolRead    = "read"
 	ToolWrite   = "write"
 	ToolBrowser = "browser"
+	// ToolPorts lets an agent (MCP forward_port) open a port of the sandbox to this machine;
+	// sbx port-forward, which you type yourself, needs exec, as ps and logs do.
+	ToolPorts = "ports"
 )
 
 // ToolNames lists every operation the tool policy governs.
-var ToolNames = []string{ToolExec, ToolRead, ToolWrite, ToolBrowser}
+var ToolNames = []string{ToolExec, ToolRead, ToolWrite, ToolBrowser, ToolPorts}
 
 // DefaultProtectedPaths are what a rw workspace mounts read-only: files and directories in the
 // project that the user's own tools on the host read and act on (git's hooks and config, editor
@@ -79,7 +82,7 @@ func builtinDefaults() Config {
 		DNS:            []string{},
 		ExtraHosts:     []string{},
 		Prune:          Prune{IdleHours: 24, MaxAgeDays: 7},
-		Tools:          Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser}},
+		Tools:          Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser, ToolPorts}},
 		ProtectedPaths: slices.Clone(DefaultProtectedPaths),
 		Limits:         Limits{Memory: 8 << 30, CPUs: 4, PidsLimit: 4096, TmpfsSize: 1 << 30, Timeout: time.Hour},
 	}

@@ -45,10 +45,13 @@ type Options struct {
 	WorkDir string
 	Version string
 	Now     func() time.Time
+	// Lifetime is the server's: the forwards forward_port starts end with it.
+	Lifetime context.Context
 }
 
 type server struct {
 	Options
+	fw forwards
 }
 
 // New returns the MCP server with every tool registered.
@@ -58,6 +61,9 @@ func New(o Options) *mcp.Server {
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = sandbox.WorkspacePath
+	}
+	if o.Lifetime == nil {
+		o.Lifetime = context.Background()
 	}
 	s := &server{Options: o}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Title: "sbx sandbox", Version: o.Version},

@@ -139,6 +139,8 @@ func (s *server) register(srv *mcp.Server) {
 		does: "Return what a background process has written so far, and whether it still runs or how it exited."}, s.processOutput)
 	addTool(s, srv, toolSpec{name: "kill_process", policy: config.ToolExec,
 		does: "Send a signal (TERM by default) to a background process and all its children, wait for it to exit after one that ends processes, and return its state."}, s.killProcess)
+	addTool(s, srv, toolSpec{name: "forward_port", policy: config.ToolPorts,
+		does: "Make a port inside the sandbox (a server on its 127.0.0.1 or 0.0.0.0) reachable from the user's machine at the returned URL on 127.0.0.1, through sbx's agent (no network needed), until this MCP server ends. Optionally wait until something listens there first. A connection made while nothing listens inside is closed."}, s.forwardPort)
 	addTool(s, srv, toolSpec{name: "explain",
 		does: "Describe the sandbox: every configuration key with its value and where it came from, the security posture, and which tools the policy allows."}, s.explain)
 }
