@@ -14,9 +14,11 @@ import (
 // "Relays"): what is written goes to the port, what is read comes from it, and each way ends
 // on its own (CloseWrite), as TCP's half-close does.
 type Relay struct {
-	c    *Client
-	rest []byte // what the last frame held that Read has not returned yet
-	eof  bool
+	c       *Client
+	port    int
+	pending bool   // the agent's greeting and O (or F) have not been read yet
+	rest    []byte // what the last frame held that Read has not returned yet
+	eof     bool
 }
 
 // ConnectError is a port the agent could not connect to: nothing listens there
@@ -41,52 +43,59 @@ func (e *ConnectError) Refused() bool { return e.Errno == syscall.ECONNREFUSED }
 var ErrRelayLost = errors.New("the connection inside the sandbox was reset")
 
 // DialPort asks the agent whose socket is in dir to connect to port on the sandbox's
-// loopback. The request goes out before the greeting is read, which saves a round trip on
-// every connection; a refused port is a *ConnectError.
+// loopback. It waits neither for the agent's greeting nor for the connection to be made:
+// what is written meanwhile waits in the agent (PROTOCOL.md, "Relays"), which saves two
+// round trips on every connection. Connected waits for both; otherwise the first read
+// returns a refused port as a *ConnectError.
 func DialPort(ctx context.Context, dir string, port int) (*Relay, error) {
 	c, err := Dial(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.connect(port)
-	if err != nil {
+	if err := c.send(FrameConnect, []byte(strconv.Itoa(port))); err != nil {
 		c.Close()
 		return nil, err
 	}
-	return r, nil
+	return &Relay{c: c, port: port, pending: true}, nil
 }
 
-func (c *Client) connect(port int) (*Relay, error) {
-	if err := c.send(FrameConnect, []byte(strconv.Itoa(port))); err != nil {
-		return nil, err
+// Connected waits until the agent has made the connection, or says why it could not (a
+// *ConnectError).
+func (r *Relay) Connected() error {
+	if !r.pending {
+		return nil
 	}
-	if err := c.Hello(); err != nil {
-		return nil, err
+	if err := r.c.Hello(); err != nil {
+		return fmt.Errorf("the agent did not greet: %w", err)
 	}
-	typ, body, err := c.next()
+	typ, body, err := r.c.next()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch typ {
 	case FrameConnected:
-		return &Relay{c: c}, nil
+		r.pending = false
+		return nil
 	case FrameSpawnFailed:
 		num, _, _ := strings.Cut(string(body), "\x00")
 		n, err := strconv.Atoi(num)
 		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("%w: the agent sent the connection failure %q", ErrProtocol, safeText(body))
+			return fmt.Errorf("%w: the agent sent the connection failure %q", ErrProtocol, safeText(body))
 		}
-		return nil, &ConnectError{Port: port, Errno: syscall.Errno(n)}
+		return &ConnectError{Port: r.port, Errno: syscall.Errno(n)}
 	case FrameRefused:
-		return nil, fmt.Errorf("%w: the agent dropped the connection: %s", ErrProtocol, safeText(body))
+		return fmt.Errorf("%w: the agent dropped the connection: %s", ErrProtocol, safeText(body))
 	}
-	return nil, fmt.Errorf("%w: the agent sent a frame of type %q to a connection", ErrProtocol, typ)
+	return fmt.Errorf("%w: the agent sent a frame of type %q to a connection", ErrProtocol, typ)
 }
 
 // frame returns the next piece of the port's data, or io.EOF at its end.
 func (r *Relay) frame() ([]byte, error) {
 	if r.eof {
 		return nil, io.EOF
+	}
+	if err := r.Connected(); err != nil {
+		return nil, err
 	}
 	typ, body, err := r.c.next()
 	switch {

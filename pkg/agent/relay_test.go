@@ -87,13 +87,26 @@ func TestAgentRelayHalfClose(t *testing.T) {
 func TestAgentRelayRefused(t *testing.T) {
 	a := startHostAgent(t, 0)
 	port := freePort(t)
-	_, err := DialPort(context.Background(), a.dir, port)
+	r, err := DialPort(context.Background(), a.dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	_, err = r.Read(make([]byte, 1))
 	var ce *ConnectError
 	if !errors.As(err, &ce) || !ce.Refused() || ce.Port != port {
 		t.Fatalf("got %v, want a refused *ConnectError for port %d", err, port)
 	}
 	if want := "nothing listens on port " + strconv.Itoa(port); !strings.Contains(err.Error(), want) {
 		t.Errorf("%q does not say %q", err, want)
+	}
+	r2, err := DialPort(context.Background(), a.dir, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	if err := r2.Connected(); !errors.As(err, &ce) || !ce.Refused() {
+		t.Errorf("Connected: %v, want a refused *ConnectError", err)
 	}
 	a.serves(t)
 }

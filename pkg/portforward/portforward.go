@@ -126,7 +126,8 @@ func Listen(ctx context.Context, specs []Spec) ([]*Forward, error) {
 	return fws, nil
 }
 
-// Conn is a connection to the port inside: a *agent.Relay.
+// Conn is a connection to the port inside: a *agent.Relay, which may not be made yet (its
+// reads then return a ConnectFailure).
 type Conn interface {
 	io.ReadWriteCloser
 	CloseWrite() error
@@ -198,41 +199,68 @@ func Serve(ctx context.Context, fw *Forward, dial Dialer, report func(error)) er
 			defer track(c, false)
 			defer c.Close()
 			in, err := dial(ctx, fw.Remote)
-			if err != nil {
-				if ctx.Err() == nil {
-					report(fmt.Errorf("connection from %s to port %d: %w", c.RemoteAddr(), fw.Remote, err))
+			if err == nil {
+				if !track(in, true) {
+					in.Close()
+					return
 				}
-				return
+				defer track(in, false)
+				defer in.Close()
+				err = Relay(c.(*net.TCPConn), in)
 			}
-			if !track(in, true) {
-				in.Close()
-				return
+			var cf ConnectFailure
+			if err != nil && ctx.Err() == nil && (in == nil || errors.As(err, &cf)) {
+				report(fmt.Errorf("connection from %s to port %d: %w", c.RemoteAddr(), fw.Remote, err))
 			}
-			defer track(in, false)
-			defer in.Close()
-			Relay(c.(*net.TCPConn), in)
 		}()
 	}
 }
 
+// ConnectFailure is an error of a connection that could not be made inside the sandbox
+// (*agent.ConnectError): Serve reports it.
+type ConnectFailure interface {
+	error
+	Refused() bool
+}
+
 // Relay moves bytes between a connection on this machine and one inside until both ways
-// have ended; each way's end is passed on as a half-close, and an error on either way drops
-// both.
-func Relay(local *net.TCPConn, in Conn) {
-	done := make(chan struct{}, 2)
+// have ended; each way's end is passed on as a half-close. The connection on this machine
+// failing drops both; so does the one inside, whose error Relay returns.
+func Relay(local *net.TCPConn, in Conn) error {
 	abort := func() { _ = local.SetLinger(0); local.Close(); in.Close() }
+	done := make(chan struct{})
 	go func() {
-		if _, err := io.Copy(in, local); err != nil {
-			abort()
-		} else {
+		defer close(done)
+		src := &readErr{r: local}
+		if _, err := io.Copy(in, src); err == nil {
 			_ = in.CloseWrite()
+		} else if src.err != nil {
+			abort()
 		}
-		done <- struct{}{}
+		// Else writing inside failed: the agent ended the connection, and the other way
+		// reads why.
 	}()
-	if _, err := io.Copy(local, in); err != nil {
+	_, err := io.Copy(local, in)
+	if err != nil {
 		abort()
 	} else {
 		_ = local.CloseWrite()
 	}
 	<-done
+	return err
+}
+
+// readErr remembers an error reading r, to tell it from one writing elsewhere. It has no
+// WriteTo, so io.Copy hands it to the relay's ReadFrom, which sends large frames.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (e *readErr) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
 }

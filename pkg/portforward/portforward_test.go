@@ -184,3 +184,29 @@ func TestListenPortInUse(t *testing.T) {
 		t.Fatalf("got %v (exit %d, hint %q)", err, errs.ExitCode(err), errs.Hint(err))
 	}
 }
+
+// refusedConn is a connection the agent could not make: its first read says so.
+type refusedConn struct{}
+
+type refusedErr struct{}
+
+func (refusedErr) Error() string { return "nothing listens on port 80 inside the sandbox (connection refused)" }
+func (refusedErr) Refused() bool { return true }
+
+func (refusedConn) Read([]byte) (int, error)    { return 0, refusedErr{} }
+func (refusedConn) Write(p []byte) (int, error) { return len(p), nil }
+func (refusedConn) Close() error                { return nil }
+func (refusedConn) CloseWrite() error           { return nil }
+
+// A connection refused inside, learnt only once the relay runs, is reported too, and the
+// client's connection is dropped.
+func TestServeReportsRefusedOnRead(t *testing.T) {
+	fw, reports, _, _ := serve(t, func(context.Context, int) (Conn, error) { return refusedConn{}, nil })
+	if got, err := roundTrip(fw, "x"); got != "" || err == nil {
+		t.Errorf("a refused connection got %q, %v", got, err)
+	}
+	var cf ConnectFailure
+	if err := <-reports; !errors.As(err, &cf) || !strings.Contains(err.Error(), "nothing listens on port 80") {
+		t.Errorf("reported %v", err)
+	}
+}

@@ -23,8 +23,9 @@ import (
 // PortPollInterval paces the tries of WaitPort.
 const PortPollInterval = 100 * time.Millisecond
 
-// DialPort connects to port on sandbox sb's loopback through its agent. Nothing listening
-// there is an *agent.ConnectError.
+// DialPort connects to port on sandbox sb's loopback through its agent. It returns before
+// the agent has made the connection (agent.DialPort): nothing listening there is an
+// *agent.ConnectError from Connected or the first read.
 func (m *Manager) DialPort(ctx context.Context, sb *Sandbox, port int) (*agent.Relay, error) {
 	if err := m.agentReady(sb); err != nil {
 		return nil, errs.Failure(fmt.Errorf("sandbox %q cannot forward ports: %w", sb.Name, err),
@@ -39,11 +40,7 @@ func (m *Manager) DialPort(ctx context.Context, sb *Sandbox, port int) (*agent.R
 		}
 		r, err = agent.DialPort(ctx, m.agentDirOf(sb), port)
 	}
-	var ce *agent.ConnectError
-	switch {
-	case errors.As(err, &ce):
-		return nil, err
-	case err != nil:
+	if err != nil {
 		return nil, errs.Failure(fmt.Errorf("sandbox %q: its agent did not answer: %w", sb.Name, err), "is the sandbox running? sbx ls shows it")
 	}
 	return r, nil
@@ -53,6 +50,11 @@ func (m *Manager) DialPort(ctx context.Context, sb *Sandbox, port int) (*agent.R
 // connection to it is made. It is the one rule for "is the server up?".
 func (m *Manager) Listening(ctx context.Context, sb *Sandbox, port int) (bool, error) {
 	r, err := m.DialPort(ctx, sb, port)
+	if err == nil {
+		if err = r.Connected(); err != nil {
+			r.Close()
+		}
+	}
 	if ce := (*agent.ConnectError)(nil); errors.As(err, &ce) && ce.Refused() {
 		return false, nil
 	}
@@ -70,6 +72,11 @@ const maxStatusLine = 4096
 // and when not, what it did.
 func (m *Manager) answersHTTP(ctx context.Context, sb *Sandbox, port int, path string) (bool, string, error) {
 	r, err := m.DialPort(ctx, sb, port)
+	if err == nil {
+		if err = r.Connected(); err != nil {
+			r.Close()
+		}
+	}
 	if ce := (*agent.ConnectError)(nil); errors.As(err, &ce) && ce.Refused() {
 		return false, "nothing listened on it", nil
 	}
