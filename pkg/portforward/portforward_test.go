@@ -190,7 +190,9 @@ type refusedConn struct{}
 
 type refusedErr struct{}
 
-func (refusedErr) Error() string { return "nothing listens on port 80 inside the sandbox (connection refused)" }
+func (refusedErr) Error() string {
+	return "nothing listens on port 80 inside the sandbox (connection refused)"
+}
 func (refusedErr) Refused() bool { return true }
 
 func (refusedConn) Read([]byte) (int, error)    { return 0, refusedErr{} }
