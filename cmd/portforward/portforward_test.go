@@ -9,7 +9,9 @@ import (
 )
 
 func TestNewCmdPortForwardFlags(t *testing.T) {
-	one := func(o *PortForwardOptions, want portforward.Spec) bool { return len(o.Specs) == 1 && o.Specs[0] == want }
+	one := func(o *PortForwardOptions, want portforward.Spec) bool {
+		return len(o.Specs) == 1 && o.Specs[0] == want
+	}
 	cmdtest.Flags(t, NewCmdPortForward, []cmdtest.FlagCase[PortForwardOptions]{
 		{Args: []string{"8000"}, Check: func(o *PortForwardOptions) bool {
 			return one(o, portforward.Spec{Addr: "127.0.0.1", Local: 8000, Remote: 8000}) && o.Wait == 0 && !o.JSON

@@ -12,31 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// serveOnce listens on the host's loopback (the agent on the host connects there, as it does
-// in a sandbox) and runs h for every connection; it returns the port.
-func serveOnce(t *testing.T, h func(net.Conn)) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				h(c)
-			}()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+	"github.com/sbx-sandbox/sbx/pkg/agent/agenttest"
+)
 
 // freePort is a loopback port nothing listens on.
 func freePort(t *testing.T) int {
@@ -62,7 +40,7 @@ func upper(c net.Conn) {
 
 func TestAgentRelayHalfClose(t *testing.T) {
 	a := startHostAgent(t, 0)
-	port := serveOnce(t, upper)
+	port := agenttest.ServeLoopback(t, upper)
 	r, err := DialPort(context.Background(), a.dir, port)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +92,7 @@ func TestAgentRelayRefused(t *testing.T) {
 // A port that resets the connection resets the relay: the client never takes it for an end.
 func TestAgentRelayReset(t *testing.T) {
 	a := startHostAgent(t, 0)
-	port := serveOnce(t, func(c net.Conn) {
+	port := agenttest.ServeLoopback(t, func(c net.Conn) {
 		// After the client's first byte: a reset before the agent saw the connection made
 		// would be a failed connect.
 		if _, err := c.Read(make([]byte, 1)); err != nil {
@@ -141,7 +119,7 @@ func TestAgentRelayReset(t *testing.T) {
 // Many relays at once, each its own connection.
 func TestAgentRelayConcurrent(t *testing.T) {
 	a := startHostAgent(t, 0)
-	port := serveOnce(t, upper)
+	port := agenttest.ServeLoopback(t, upper)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 64 {
@@ -182,7 +160,7 @@ func TestAgentRelayBounded(t *testing.T) {
 	a := startHostAgent(t, 0)
 	hold := make(chan struct{})
 	t.Cleanup(func() { close(hold) })
-	port := serveOnce(t, func(net.Conn) { <-hold })
+	port := agenttest.ServeLoopback(t, func(net.Conn) { <-hold })
 	r, err := DialPort(context.Background(), a.dir, port)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent/agenttest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -54,23 +55,10 @@ func TestParseSpec(t *testing.T) {
 // which half-closes as a relay does.
 func inside(t *testing.T, h func(net.Conn)) Dialer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); h(c) }()
-		}
-	}()
+	addr := fmt.Sprintf("127.0.0.1:%d", agenttest.ServeLoopback(t, h))
 	return func(ctx context.Context, port int) (Conn, error) {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
