@@ -1,12 +1,14 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -48,10 +50,13 @@ var ErrRelayLost = errors.New("the connection inside the sandbox was reset")
 // round trips on every connection. Connected waits for both; otherwise the first read
 // returns a refused port as a *ConnectError.
 func DialPort(ctx context.Context, dir string, port int) (*Relay, error) {
-	c, err := Dial(ctx, dir)
+	conn, err := dial(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
+	// A small read buffer: a connection's bytes come in frames that large reads take
+	// straight from the socket, and a server may relay hundreds of connections at once.
+	c := &Client{conn: conn, rd: bufio.NewReaderSize(conn, 16<<10)}
 	if err := c.send(FrameConnect, []byte(strconv.Itoa(port))); err != nil {
 		c.Close()
 		return nil, err
@@ -153,9 +158,15 @@ func (r *Relay) WriteTo(w io.Writer) (int64, error) {
 // Write sends p to the port.
 func (r *Relay) Write(p []byte) (int, error) { return r.c.Write(p) }
 
+// chunks are ReadFrom's buffers, reused: a connection that carries one small request would
+// otherwise allocate one.
+var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
+
 // ReadFrom sends what src holds to the port, in frames as large as the agent reads at once.
 func (r *Relay) ReadFrom(src io.Reader) (int64, error) {
-	buf := make([]byte, chunk)
+	b := chunks.Get().(*[chunk]byte)
+	defer chunks.Put(b)
+	buf := b[:]
 	var total int64
 	for {
 		n, err := src.Read(buf)
