@@ -280,7 +280,9 @@ class Conn:
             else:
                 unwatch(self.fd)
             self.events = ev
-        self.pause(len(self.out) > HIGH)
+        # A relay's port keeps what the client has not taken in its own socket buffer: read
+        # only when nothing is queued, and it goes to the client without a copy here.
+        self.pause(len(self.out) > (0 if self.relay else HIGH))
 
     def pause(self, on):
         """Stop reading the command's output while the client is behind."""
@@ -586,7 +588,9 @@ class Conn:
             return self.end_output(fd)
         hdr = self.outputs[fd] + len(data).to_bytes(4, "big")
         if self.out or self.gone:
-            return self.send(hdr + data)
+            if not self.gone:
+                self.out += hdr
+            return self.send(data)
         # Nothing queued: hand both parts to the kernel without joining them first.
         try:
             n = self.sock.sendmsg([hdr, data])
