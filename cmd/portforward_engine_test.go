@@ -20,8 +20,9 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/clitest"
 )
 
-// forwarder is a running "sbx port-forward": its stdout to read the mappings from, and its
-// stderr line by line.
+// forwarder is a running "sbx port-forward": its stdout to read the mappings from (the few
+// lines it writes fit in the pipe, so nothing else needs to read it), and its stderr line by
+// line.
 type forwarder struct {
 	t      *testing.T
 	stdout *bufio.Reader
@@ -63,9 +64,6 @@ func (c *cli) portForward(args ...string) *forwarder {
 			default:
 			}
 		}
-	}()
-	go func() {
-		_, _ = io.Copy(io.Discard, f.stdout) // only once the test read what it wanted: see url
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	go func() {
