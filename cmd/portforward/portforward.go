@@ -148,13 +148,7 @@ func portForwardRun(ctx context.Context, opts *PortForwardOptions) error {
 	if err := printMappings(opts, sb, fws); err != nil {
 		return err
 	}
-	dial := func(ctx context.Context, port int) (portforward.Conn, error) {
-		r, err := m.DialPort(ctx, sb, port)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
+	dial := m.PortDialer(sb)
 	var reportMu sync.Mutex
 	report := func(err error) {
 		reportMu.Lock()

@@ -73,13 +73,7 @@ func (s *server) forwardPort(ctx context.Context, in ForwardInput) (ForwardOutpu
 		return ForwardOutput{}, err
 	}
 	fw := fws[0]
-	dial := func(ctx context.Context, port int) (portforward.Conn, error) {
-		r, err := m.DialPort(ctx, sb, port)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	}
+	dial := m.PortDialer(sb)
 	started = true
 	go func() {
 		defer release()

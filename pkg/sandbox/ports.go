@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/portforward"
 )
 
 // Ports inside a sandbox are reached through its agent (a relay, pkg/agent/PROTOCOL.md), not
@@ -28,7 +29,7 @@ const PortPollInterval = 100 * time.Millisecond
 // *agent.ConnectError from Connected or the first read.
 func (m *Manager) DialPort(ctx context.Context, sb *Sandbox, port int) (*agent.Relay, error) {
 	if err := m.agentReady(sb); err != nil {
-		return nil, errs.Failure(fmt.Errorf("sandbox %q cannot forward ports: %w", sb.Name, err),
+		return nil, errs.Failure(fmt.Errorf("reaching port %d in sandbox %q: %w", port, sb.Name, err),
 			fmt.Sprintf("ports are reached through sbx's agent, which only sandboxes on sbx's bundled images on a local engine run; sbx create -n %s --replace gives it this sbx's agent", sb.Name))
 	}
 	r, err := agent.DialPort(ctx, m.agentDirOf(sb), port)
@@ -44,6 +45,17 @@ func (m *Manager) DialPort(ctx context.Context, sb *Sandbox, port int) (*agent.R
 		return nil, errs.Failure(fmt.Errorf("sandbox %q: its agent did not answer: %w", sb.Name, err), "is the sandbox running? sbx ls shows it")
 	}
 	return r, nil
+}
+
+// PortDialer is DialPort for sandbox sb, as portforward.Serve takes it.
+func (m *Manager) PortDialer(sb *Sandbox) portforward.Dialer {
+	return func(ctx context.Context, port int) (portforward.Conn, error) {
+		r, err := m.DialPort(ctx, sb, port)
+		if err != nil {
+			return nil, err // a nil *agent.Relay would be a Conn that is not nil
+		}
+		return r, nil
+	}
 }
 
 // Listening says whether something in sandbox sb listens on port: whether the agent's

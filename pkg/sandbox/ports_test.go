@@ -15,7 +15,7 @@ func TestDialPortWithoutAgent(t *testing.T) {
 	for _, labels := range []map[string]string{{}, {LabelAgent: "0123456789ab"}} {
 		sb := &Sandbox{Name: "web", Labels: labels}
 		_, err := m.DialPort(context.Background(), sb, 8000)
-		if err == nil || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(err.Error(), `sandbox "web" cannot forward ports`) ||
+		if err == nil || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(err.Error(), `reaching port 8000 in sandbox "web": sandbox "web"`) ||
 			!strings.Contains(errs.Hint(err), "sbx create -n web --replace") {
 			t.Errorf("labels %v: got %v (exit %d, hint %q)", labels, err, errs.ExitCode(err), errs.Hint(err))
 		}
