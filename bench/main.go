@@ -29,6 +29,7 @@ type Case struct {
 	MaxMs  float64 // target absolute median for cases without a reference
 	Sbx    func(i int) (time.Duration, error)
 	Docker func(i int) (time.Duration, error)
+	Done   func() // removes what the case left running, if anything
 }
 
 // Result is one case's outcome; raw timings are kept for the JSON file.
@@ -52,6 +53,7 @@ type bench struct {
 	env     []string
 	image   string
 	run     string
+	forward *exec.Cmd // the sbx port-forward of the port-forward cases
 }
 
 func main() {
@@ -74,6 +76,9 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s (%d runs)\n", c.Name, c.Runs)
 		r := runCase(c)
+		if c.Done != nil {
+			c.Done()
+		}
 		fmt.Fprintf(os.Stderr, "bench:   sbx %.1f ms, docker %.1f ms, ratio %.2f, target %s: %s %s\n", r.SbxMed, r.DockerMed, r.Ratio, r.Target, passWord(r.Pass), r.Error)
 		results = append(results, r)
 	}
@@ -126,6 +131,8 @@ func setup(sbxBin string) (*bench, error) {
 func (b *bench) name(s string) string { return b.run + "-" + s }
 
 func (b *bench) cleanup() {
+	b.stopForward()
+	_ = docker("rm", "-f", b.name("published")).Run()
 	_, _ = b.sbxOut("prune", "-f", "--all", "--filter", "name="+b.run+"-*")
 }
 
@@ -195,7 +202,7 @@ func (b *bench) cases() []Case {
 		cs = append(cs, b.copyCases()...)
 	}
 	cs = append(cs, b.overlayCases()...)
-	return append(cs, b.egressCase())
+	return append(append(cs, b.egressCase()), b.forwardCases()...)
 }
 
 func (b *bench) hasCp() bool { return b.sbxCmd("cp", "--help").Run() == nil }

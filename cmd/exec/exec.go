@@ -39,6 +39,8 @@ type ExecOptions struct {
 	TimeoutSet  bool
 	Detach      bool
 	Rm          bool
+	WaitPort    int           // with Detach: wait until something listens on it inside
+	WaitTimeout time.Duration // how long WaitPort waits
 	Command     []string
 }
 
@@ -63,7 +65,9 @@ With -d the command runs in the background, detached from sbx: its short process
 printed and sbx returns at once. It keeps running after sbx exits, its output is kept inside
 the sandbox (the newest 768 KiB to 1 MiB of each stream), and --timeout ends it only when
 given (the timeout key does not apply). See it with sbx ps, sbx logs and sbx kill. When its
-main process exits, the rest of its process group is terminated as well.
+main process exits, the rest of its process group is terminated as well. --wait-port PORT
+then waits (up to --wait-timeout, 1m) until something listens on PORT on the sandbox's
+loopback, so a script knows its server is up (exit 124 when it is not in time).
 
 Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is not found;
 125 when sbx or the engine fails; 130 when interrupted.`,
@@ -73,7 +77,7 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
   sbx exec -it -- bash
   sbx exec -n scratch --timeout 30s -e DEBUG=1 -- make test
   sbx exec --rm -- python3 untrusted.py
-  sbx exec -d -- python3 -m http.server --bind 127.0.0.1 8000`,
+  sbx exec -d --wait-port 8000 -- python3 -m http.server --bind 127.0.0.1 8000`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() > 0 {
@@ -87,6 +91,15 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 			}
 			if opts.Detach && (opts.Interactive || opts.TTY) {
 				return errs.Usagef("-d cannot be combined with -i or -t").WithHint("a detached command has no stdin; use sbx logs to see its output")
+			}
+			if (cmd.Flags().Changed("wait-port") || cmd.Flags().Changed("wait-timeout")) && !opts.Detach {
+				return errs.Usagef("--wait-port and --wait-timeout need -d").WithHint("a command without -d has ended when sbx returns")
+			}
+			if cmd.Flags().Changed("wait-port") && (opts.WaitPort < 1 || opts.WaitPort > 65535) {
+				return errs.Usagef("bad --wait-port %d: want a port from 1 to 65535", opts.WaitPort)
+			}
+			if opts.WaitTimeout <= 0 {
+				return errs.Usagef("--wait-timeout needs a positive duration")
 			}
 			if opts.Name != "" {
 				if err := config.ValidName(opts.Name); err != nil {
@@ -111,6 +124,8 @@ Exit status: the command's own; 124 on timeout; 126/127 when it cannot run / is 
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "terminate the command after `duration` (default: the timeout key; 0 = none)")
 	fl.BoolVarP(&opts.Detach, "detach", "d", false, "run the command in the background and print its process ID")
 	fl.BoolVar(&opts.Rm, "rm", false, "run in a fresh sandbox, removed with its volume, network and state when the command ends")
+	fl.IntVar(&opts.WaitPort, "wait-port", 0, "with -d, wait until something listens on `port` inside the sandbox")
+	fl.DurationVar(&opts.WaitTimeout, "wait-timeout", time.Minute, "how long --wait-port waits")
 	return cmd
 }
 
@@ -185,7 +200,11 @@ func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *s
 		name = " -n " + r.Name
 	}
 	opts.IO.Progressf("started process %s in sandbox %q; its output: sbx logs%s %s\n", id, r.Name, name, id)
-	return nil
+	if opts.WaitPort == 0 {
+		return nil
+	}
+	opts.IO.Progressf("waiting for port %d in sandbox %q\n", opts.WaitPort, r.Name)
+	return m.WaitPort(ctx, sb, opts.WaitPort, "", opts.WaitTimeout)
 }
 
 // execEnv gathers the per-exec variables: passEnv names from the host, then --env-file, then -e.

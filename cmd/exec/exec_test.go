@@ -40,6 +40,16 @@ func TestNewCmdExecFlags(t *testing.T) {
 		{Args: []string{"-d", "--timeout", "1m", "--", "python3", "-m", "http.server"}, Check: func(o *ExecOptions) bool {
 			return o.Detach && o.Timeout == time.Minute && o.TimeoutSet && strings.Join(o.Command, " ") == "python3 -m http.server"
 		}},
+		{Args: []string{"-d", "--wait-port", "8000", "--", "python3", "-m", "http.server"}, Check: func(o *ExecOptions) bool {
+			return o.Detach && o.WaitPort == 8000 && o.WaitTimeout == time.Minute
+		}},
+		{Args: []string{"-d", "--wait-port", "8000", "--wait-timeout", "5s", "--", "srv"}, Check: func(o *ExecOptions) bool {
+			return o.WaitPort == 8000 && o.WaitTimeout == 5*time.Second
+		}},
+		{Args: []string{"--wait-port", "8000", "--", "srv"}, WantErr: "--wait-port and --wait-timeout need -d"},
+		{Args: []string{"-d", "--wait-port", "0", "--", "srv"}, WantErr: "bad --wait-port 0"},
+		{Args: []string{"-d", "--wait-port", "70000", "--", "srv"}, WantErr: "bad --wait-port 70000"},
+		{Args: []string{"-d", "--wait-port", "80", "--wait-timeout", "0s", "--", "srv"}, WantErr: "--wait-timeout needs a positive duration"},
 		{Args: []string{"-d", "-i", "--", "cat"}, WantErr: "-d cannot be combined"},
 		{Args: []string{"-dt", "--", "bash"}, WantErr: "-d cannot be combined"},
 		{Args: []string{}, WantErr: "requires at least 1 arg"},

@@ -72,16 +72,20 @@ func mcpRun(ctx context.Context, opts *MCPOptions) error {
 	if r.ExecsOnHost() {
 		return cmdutil.HostModeError(r)
 	}
+	// The forwards forward_port starts end when the server does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	srv := mcpserver.New(mcpserver.Options{
 		Resolved: r,
 		Sandbox: func(ctx context.Context) (*sandbox.Manager, *sandbox.Sandbox, func(), error) {
 			return ensure(ctx, f, r)
 		},
-		Env:     cmdutil.PassEnv(f, r),
-		WorkDir: cmdutil.WorkDir("", r),
-		Version: buildinfo.Get().Version,
-		Now:     f.Now,
-		Umask:   uint32(f.Umask()),
+		Env:      cmdutil.PassEnv(f, r),
+		WorkDir:  cmdutil.WorkDir("", r),
+		Version:  buildinfo.Get().Version,
+		Now:      f.Now,
+		Umask:    uint32(f.Umask()),
+		Lifetime: ctx,
 	})
 	err = srv.Run(ctx, mcpserver.StdioTransport(opts.IO.In, opts.IO.Out))
 	if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {

@@ -60,6 +60,8 @@ const (
 	FrameExit        FrameType = 'Z'
 	FrameRefused     FrameType = 'X'
 	FrameListener    FrameType = 'L'
+	FrameConnect     FrameType = 'C'
+	FrameConnected   FrameType = 'O'
 	FrameStatus      FrameType = 'S'
 )
 

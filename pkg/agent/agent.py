@@ -30,6 +30,11 @@
 # 0 (sbx's own launchers of background processes and shell sessions, which start processes
 # meant to outlive the exec) the command is no subreaper, and ending it, on K or for a
 # client gone, only sends TERM to its process group.
+#
+# A relay (a C request instead of R) runs no command: the agent connects to a port on the
+# sandbox's loopback and moves bytes both ways, with the same bounds as a command's stdio
+# (reading stops while HIGH bytes wait on either side), so a port forward needs no engine
+# port publishing and works with no network at all.
 import os, sys, errno, select, fcntl, termios, time, _signal, _socket
 
 VERSION, DIR = sys.argv[1], sys.argv[2]
@@ -51,7 +56,9 @@ FRAME_EXIT = b"Z"
 FRAME_REFUSED = b"X"
 FRAME_LISTENER = b"L"
 FRAME_STATUS = b"S"
-CLIENT_FRAMES = FRAME_REQUEST + FRAME_STDIN + FRAME_STDIN_EOF + FRAME_RESIZE + FRAME_ABORT + FRAME_STATUS
+FRAME_CONNECT = b"C"
+FRAME_CONNECTED = b"O"
+CLIENT_FRAMES = FRAME_REQUEST + FRAME_CONNECT + FRAME_STDIN + FRAME_STDIN_EOF + FRAME_RESIZE + FRAME_ABORT + FRAME_STATUS
 STRICT_NONE = b"0"
 STRICT_STDIN = b"1"
 STRICT_EXIT = b"2"
@@ -258,6 +265,8 @@ class Conn:
         self.stdin_eof = False
         self.strict = STRICT_NONE
         self.reap = False
+        self.relay = False  # a C request: stdin and the output are one socket to a port
+        self.peer = None  # that socket while it connects
         used(self)
         self.send(frame(FRAME_HELLO, VERSION.encode()))
 
@@ -278,7 +287,9 @@ class Conn:
             else:
                 unwatch(self.fd)
             self.events = ev
-        self.pause(len(self.out) > HIGH)
+        # A relay's port keeps what the client has not taken in its own socket buffer: read
+        # only when nothing is queued, and it goes to the client without a copy here.
+        self.pause(len(self.out) > (0 if self.relay else HIGH))
 
     def pause(self, on):
         """Stop reading the command's output while the client is behind."""
@@ -339,6 +350,9 @@ class Conn:
                             except BlockingIOError:
                                 pass
                             except OSError:  # the command closed its stdin
+                                if self.relay:  # the port reset: so does the relay
+                                    del data
+                                    return self.drop()
                                 done = n
                         self.stdin_buf += data[done:]
                         del data
@@ -357,6 +371,10 @@ class Conn:
                 if self.pid is not None or self.reported:
                     raise ProtocolError("a second request on one connection")
                 self.spawn(data.split(b"\0"))
+            elif t == FRAME_CONNECT:
+                if self.pid is not None or self.reported:
+                    raise ProtocolError("a second request on one connection")
+                self.connect(data)
             elif t == FRAME_STDIN_EOF:
                 self.stdin_eof = True
                 self.feed()
@@ -383,8 +401,12 @@ class Conn:
         self.stdin_eof = True
         if self.stdin is not None:
             unwatch(self.stdin)
+            if self.relay:  # the port reads its end of input; the socket stays open for reading
+                shutdown_write(self.stdin)
             close_fd(self.stdin)  # a terminal's copy only: it has no EOF to pass on
             self.stdin = None
+            if self.relay:
+                self.finish()
         self.update()
 
     def drop(self):
@@ -395,6 +417,14 @@ class Conn:
         self.out.clear()
         self.end_input()
         self.pause(False)
+        if self.peer is not None:  # still connecting
+            unwatch(self.peer.fileno())
+            self.peer.close()
+            self.peer = None
+            listen(True)
+        if self.relay:  # nobody reads the port's data any more
+            for fd in list(self.outputs):
+                self.end_output(fd)
         if self.master is not None:  # hang up the terminal
             self.end_output(self.master)
 
@@ -484,6 +514,55 @@ class Conn:
             watch(fd, IN, self.output_handler(fd))
         self.feed()
 
+    def connect(self, data):
+        """Start a relay to the port data names on the sandbox's loopback (PROTOCOL.md)."""
+        try:
+            port = int(data)
+        except ValueError:
+            raise ProtocolError("malformed request") from None
+        if not 0 < port < 1 << 16 or data != b"%d" % port:
+            raise ProtocolError("malformed request")
+        self.pid = False
+        self.relay = True
+        try:
+            s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+        except OSError as e:  # out of descriptors
+            return self.connected(e.errno or errno.EMFILE)
+        s.setblocking(False)
+        self.peer = s
+        err = s.connect_ex(("127.0.0.1", port))
+        if err == errno.EINPROGRESS and not writable(s.fileno()):
+            watch(s.fileno(), OUT, self.on_connect)
+        elif err == errno.EINPROGRESS:  # loopback usually answers within the call
+            self.connected(s.getsockopt(_socket.SOL_SOCKET, _socket.SO_ERROR))
+        else:
+            self.connected(err)
+
+    def on_connect(self, ev):
+        unwatch(self.peer.fileno())
+        self.connected(self.peer.getsockopt(_socket.SOL_SOCKET, _socket.SO_ERROR))
+
+    def connected(self, err):
+        s, self.peer = self.peer, None
+        if err:
+            if s is not None:
+                s.close()
+                listen(True)
+            self.send(frame(FRAME_SPAWN_FAILED, b"%d\0%s" % (err, os.strerror(err).encode())))
+            return self.finish()
+        fd = s.detach()  # from here on a plain descriptor, closed by end_output
+        try:
+            self.stdin = os.dup(fd)  # the writing side, shut down at the client's E
+        except OSError:
+            os.close(fd)
+            listen(True)
+            raise
+        self.outputs = {fd: FRAME_STDOUT}
+        self.send(frame(FRAME_CONNECTED))
+        if not self.paused:
+            watch(fd, IN, self.output_handler(fd))
+        self.feed()
+
     def feed(self):
         if self.stdin is None:
             return
@@ -495,6 +574,8 @@ class Conn:
             except BlockingIOError:
                 break
             except OSError:  # the command closed its stdin
+                if self.relay:  # the port reset: so does the relay
+                    return self.drop()
                 self.stdin_buf.clear()
         if self.stdin_buf:
             watch(self.stdin, OUT, self.on_stdin)
@@ -514,12 +595,18 @@ class Conn:
         except BlockingIOError:
             return
         except OSError:  # EIO: nothing holds the terminal's other side any more
+            if self.relay:  # the port reset: so does the relay
+                return self.drop()
             data = b""
         if not data:
+            if self.relay:
+                self.send(frame(FRAME_STDIN_EOF))
             return self.end_output(fd)
         hdr = self.outputs[fd] + len(data).to_bytes(4, "big")
         if self.out or self.gone:
-            return self.send(hdr + data)
+            if not self.gone:
+                self.out += hdr
+            return self.send(data)
         # Nothing queued: hand both parts to the kernel without joining them first.
         try:
             n = self.sock.sendmsg([hdr, data])
@@ -541,11 +628,17 @@ class Conn:
         self.finish()
 
     def done(self):
+        if self.relay:  # both ways ended, or the connection never came about
+            return self.peer is None and self.stdin is None and not self.outputs
         return self.status is not None and not self.outputs
 
     def finish(self):
         if self.done() and not self.reported:
             self.reported = True
+            if self.relay:  # nothing more to say: close once what is queued is sent
+                if not self.out:
+                    self.close()
+                return
             self.send(frame(FRAME_EXIT, b"%d" % self.status))
             self.end_input()  # without E (sbx sends none without -i) it would stay open
 
@@ -781,6 +874,24 @@ def guard(fn, conn, fd=None, *args):
         except Exception as e2:  # the last resort: at least the client learns
             os.write(2, b"sbx-agent: dropping a connection: %r\n" % e2)
             conn.close()
+
+
+def writable(fd):
+    """Whether fd takes a write now: a connection to loopback is usually made by then."""
+    p = select.poll()
+    p.register(fd, select.POLLOUT)
+    return bool(p.poll(0))
+
+
+def shutdown_write(fd):
+    """End what a relay writes to its port, which keeps reading the port's answer."""
+    s = _socket.socket(fileno=fd)
+    try:
+        s.shutdown(_socket.SHUT_WR)
+    except OSError:
+        pass
+    finally:
+        s.detach()
 
 
 def close_fd(fd):

@@ -185,6 +185,10 @@ func TestAgentRefusesBadFrames(t *testing.T) {
 		{"a terminal larger than one can be", [][]byte{rawFrame(FrameRequest, len(hugeReq), hugeReq)}, nil, "malformed request"},
 		{"a second request", [][]byte{rawFrame(FrameRequest, len(req), req), rawFrame(FrameRequest, len(req), req)},
 			[]FrameType{FrameProcess}, "a second request on one connection"},
+		{"a connect that is no port", [][]byte{rawFrame(FrameConnect, 5, "80 80")}, nil, "malformed request"},
+		{"a connect to port 0", [][]byte{rawFrame(FrameConnect, 1, "0")}, nil, "malformed request"},
+		{"a connect after a request", [][]byte{rawFrame(FrameRequest, len(req), req), rawFrame(FrameConnect, 5, "65535")},
+			[]FrameType{FrameProcess}, "a second request on one connection"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before, why := a.refused(t, tt.frames...)

@@ -16,6 +16,14 @@ import (
 // socket, then reached through /proc/self/fd: a link planted there can never point sbx
 // elsewhere, and the path's length does not matter.
 func Dial(ctx context.Context, dir string) (*Client, error) {
+	conn, err := dial(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(conn), nil
+}
+
+func dial(ctx context.Context, dir string) (net.Conn, error) {
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -34,11 +42,7 @@ func Dial(ctx context.Context, dir string) (*Client, error) {
 		return nil, fmt.Errorf("%s/%s is not a socket", dir, agentSocket)
 	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil {
-		return nil, err
-	}
-	return newClient(conn), nil
+	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
 }
 
 // Handoff is the pair of sockets sbx makes in a sandbox's agent directory before it starts

@@ -5,6 +5,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 )
 
@@ -12,6 +13,8 @@ import (
 var errUnsupported = errors.New("the agent's sockets need Linux")
 
 func Dial(context.Context, string) (*Client, error) { return nil, errUnsupported }
+
+func dial(context.Context, string) (net.Conn, error) { return nil, errUnsupported }
 
 type Handoff struct{}
 

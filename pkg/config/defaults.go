@@ -33,10 +33,13 @@ const (
 	// ToolApply writes an overlay sandbox's changes onto the host project (the MCP apply
 	// tool): the one tool that changes the host, so it is denied by default.
 	ToolApply = "apply"
+	// ToolPorts lets an agent (MCP forward_port) open a port of the sandbox to this machine;
+	// sbx port-forward, which you type yourself, needs exec, as ps and logs do.
+	ToolPorts = "ports"
 )
 
 // ToolNames lists every operation the tool policy governs.
-var ToolNames = []string{ToolExec, ToolRead, ToolWrite, ToolBrowser, ToolApply}
+var ToolNames = []string{ToolExec, ToolRead, ToolWrite, ToolBrowser, ToolApply, ToolPorts}
 
 // DefaultProtectedPaths are what a rw workspace mounts read-only: files and directories in the
 // project that the user's own tools on the host read and act on (git's hooks and config, editor
@@ -82,7 +85,7 @@ func builtinDefaults() Config {
 		DNS:            []string{},
 		ExtraHosts:     []string{},
 		Prune:          Prune{IdleHours: 24, MaxAgeDays: 7},
-		Tools:          Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser, ToolApply}},
+		Tools:          Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser, ToolApply, ToolPorts}},
 		ProtectedPaths: slices.Clone(DefaultProtectedPaths),
 		Limits:         Limits{Memory: 8 << 30, CPUs: 4, PidsLimit: 4096, TmpfsSize: 1 << 30, Timeout: time.Hour},
 	}

@@ -33,7 +33,7 @@ func TestResolveLayers(t *testing.T) {
 				{"timeout", "10m", "default"},
 				{"env.LANG", "C.UTF-8", "default"},
 				{"tmpfs[0]", "/tmp:size=256m,nosuid,nodev,noexec", "default"},
-				{"tools.deny", "[browser, apply]", "default"},
+				{"tools.deny", "[browser, apply, ports]", "default"},
 				{"prune.idleHours", "24", "default"},
 			},
 		},

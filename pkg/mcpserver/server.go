@@ -48,10 +48,13 @@ type Options struct {
 	// Umask clears permission bits of the files the apply tool creates on the host, as the
 	// user's own tools would.
 	Umask uint32
+	// Lifetime is the server's: the forwards forward_port starts end with it.
+	Lifetime context.Context
 }
 
 type server struct {
 	Options
+	fw forwards
 }
 
 // New returns the MCP server with every tool registered.
@@ -61,6 +64,9 @@ func New(o Options) *mcp.Server {
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = sandbox.WorkspacePath
+	}
+	if o.Lifetime == nil {
+		o.Lifetime = context.Background()
 	}
 	s := &server{Options: o}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sbx", Title: "sbx sandbox", Version: o.Version},

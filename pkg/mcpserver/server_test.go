@@ -268,3 +268,20 @@ func TestLastBytes(t *testing.T) {
 		t.Errorf("%q %v", s, cut)
 	}
 }
+
+// forward_port is denied by default (the ports tool), and says so before it runs.
+func TestForwardPortDeniedByDefault(t *testing.T) {
+	cs := connect(t, resolved(nil), nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(res.Tools, func(t *mcp.Tool) bool { return t.Name == "forward_port" })
+	if i < 0 || !strings.HasPrefix(res.Tools[i].Description, "DENIED by the tool policy (ports tool") {
+		t.Fatalf("forward_port's description: %v", res.Tools)
+	}
+	r := call(t, cs, "forward_port", map[string]any{"port": 8000})
+	if !r.IsError || !strings.Contains(text(r), `tool "ports" is denied by "ports" in tools.deny`) || !strings.Contains(text(r), "hint:") {
+		t.Errorf("forward_port: error %v, %q", r.IsError, text(r))
+	}
+}

@@ -147,6 +147,8 @@ func (s *server) register(srv *mcp.Server) {
 		does: "Record the overlay workspace's changes under a label (replacing a checkpoint of that label), to return to with rollback: try something, and undo it. Take it between commands."}, s.checkpoint)
 	addTool(s, srv, toolSpec{name: "rollback", policy: config.ToolWrite,
 		does: "Return the overlay workspace to a checkpoint: changes made since are dropped. The sandbox is stopped for it, so its background processes and shell sessions end and /tmp is emptied; the next call starts it again. The user's project on the host is not touched."}, s.rollback)
+	addTool(s, srv, toolSpec{name: "forward_port", policy: config.ToolPorts,
+		does: "Make a port inside the sandbox (a server on its 127.0.0.1 or 0.0.0.0) reachable from the user's machine at the returned URL on 127.0.0.1, through sbx's agent (no network needed), until this MCP server ends. Optionally wait until something listens there first. A connection made while nothing listens inside is closed."}, s.forwardPort)
 	addTool(s, srv, toolSpec{name: "explain",
 		does: "Describe the sandbox: every configuration key with its value and where it came from, the security posture, and which tools the policy allows."}, s.explain)
 }

@@ -119,6 +119,20 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 	return req
 }
 
+// agentReady returns nil when sandbox sb runs this sbx's agent, else an error that is
+// errNoAgent, saying why.
+func (m *Manager) agentReady(sb *Sandbox) error {
+	switch v := sb.Labels[LabelAgent]; {
+	case v == "":
+		return noAgentf("sandbox %q has no agent (an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
+	case m.agentDirOf(sb) == "":
+		return noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
+	case v != agent.Version:
+		return noAgentf("sandbox %q runs agent version %s, this sbx speaks %s (sbx create -n %s --replace gives it this one)", sb.Name, v, agent.Version, sb.Name)
+	}
+	return nil
+}
+
 // agentStream is one command run by an agent.
 type agentStream struct {
 	*agent.Client
@@ -129,14 +143,10 @@ type agentStream struct {
 // startAgent starts cmd through sandbox sb's agent, or returns an error that is errNoAgent,
 // saying why, when it has none that answers.
 func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*agentStream, error) {
-	switch v := sb.Labels[LabelAgent]; {
-	case v == "":
-		return nil, noAgentf("sandbox %q has no agent (an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
-	case m.agentDirOf(sb) == "":
-		return nil, noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
-	case v != agent.Version:
-		return nil, noAgentf("sandbox %q runs agent version %s, this sbx speaks %s (sbx create -n %s --replace gives it this one)", sb.Name, v, agent.Version, sb.Name)
-	case opts.User != "":
+	if err := m.agentReady(sb); err != nil {
+		return nil, err
+	}
+	if opts.User != "" {
 		return nil, noAgentf("-u %s: the agent runs commands only as the sandbox's user", opts.User)
 	}
 	req := agentRequest(opts, cmd, size).Encode()

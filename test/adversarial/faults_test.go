@@ -328,6 +328,7 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 		fail("browser", "--config", allowAll),
 		fail("egress", "allow", name, "example.org"),
 		fail("egress", "deny", name, "example.org"),
+		fail("port-forward", "-n", name, "0:8000"),
 		// The log is a file on this machine: it is read without the engine.
 		{args: []string{"egress", "log", name}, code: 1, says: "has no egress log", hint: "hint: only a sandbox with egress rules"},
 		{args: []string{"doctor"}, code: 1, says: "not reachable", hint: "fix: start Docker"},

@@ -5,6 +5,7 @@ package agenttest
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,4 +115,29 @@ func WaitFile(t testing.TB, path, what string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal(what)
+}
+
+// ServeLoopback runs h for every connection to a listener on the host's loopback, where the
+// agent run on the host connects as it does in a sandbox, until the test ends; it returns
+// the listener's port.
+func ServeLoopback(t testing.TB, h func(net.Conn)) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				h(c)
+			}()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
 }
