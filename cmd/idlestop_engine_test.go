@@ -1,15 +1,17 @@
 package cmd
 
 import (
+	"bufio"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // With idleStop, a sandbox stops by itself once unused for that long, never sooner, and not
-// while a background process or a shell session lives in it; the next command starts it
-// again. ls says when it stops.
+// while a background process, a port forward or a shell session lives; the next command
+// starts it again. ls says when it stops.
 func TestCLIIdleStop(t *testing.T) {
 	c := newCLI(t)
 	name := cliRun + "-idle"
@@ -89,6 +91,36 @@ func TestCLIIdleStop(t *testing.T) {
 	}
 	if took := stoppedAfter(start); took < idle {
 		t.Fatalf("stopped %s after the background process ended, before idleStop", took)
+	}
+
+	// So does a port forward, with no connection through it: it holds the sandbox's lease.
+	r = c.Run("exec", "-n", name, "-d", "--", "sleep", "1000")
+	if r.Code != 0 {
+		t.Fatalf("exec -d: %s", r)
+	}
+	fwd := c.Cmd("port-forward", "-n", name, "0:8000")
+	out, err := fwd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	if url, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("port-forward printed %q (%v)", url, err)
+	}
+	if r := c.Run("kill", "-n", name, strings.TrimSpace(r.Stdout)); r.Code != 0 {
+		t.Fatalf("kill: %s", r)
+	}
+	stillRunning("a port forward", time.Now())
+	start = time.Now()
+	_ = fwd.Process.Signal(syscall.SIGINT)
+	if err := fwd.Wait(); err != nil {
+		t.Errorf("port-forward after SIGINT: %v", err)
+	}
+	if took := stoppedAfter(start); took < idle {
+		t.Fatalf("stopped %s after the port forward ended, before idleStop", took)
 	}
 
 	// So does a shell session.
