@@ -29,6 +29,7 @@ type BuildError struct {
 	Message     string   // the engine's error
 	Tail        []string // the last lines (at most 20) of the failing step's output
 	network     string
+	derived     bool // the build of a setup (derive.go), not of a bundled profile
 }
 
 var commandFailed = regexp.MustCompile(`^The command '.*' returned a non-zero code: (\d+)$`)
@@ -49,6 +50,12 @@ func (e *BuildError) ExitCode() int { return errs.CodeFailure }
 
 // Hint suggests --network host when the step's output looks like the mirror was out of reach.
 func (e *BuildError) Hint() string {
+	if e.derived {
+		if unreachable.MatchString(e.Message + "\n" + strings.Join(e.Tail, "\n")) {
+			return "setup reaches the network only through sbx's egress proxy: add the destinations it needs to egress (@debian, @node and @python come with setup.apt, setup.npm and setup.pip)"
+		}
+		return "the failing step's last lines are above; fix the setup keys (sbx explain shows where they are set)"
+	}
 	if h := networkHint(e.Profile, e.network, e.Message+"\n"+strings.Join(e.Tail, "\n")); h != "" {
 		return h
 	}
