@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -51,6 +52,10 @@ type ImageStatus struct {
 	DockerfileHash string `json:"dockerfileHash"`
 	ImageHash      string `json:"imageHash,omitempty"`
 	Detail         string `json:"detail,omitempty"` // why it is stale
+	// From and Setup describe an image derived for setup (derive.go): the configured image
+	// it was built on and what it installs.
+	From  string        `json:"from,omitempty"`
+	Setup *config.Setup `json:"setup,omitempty"`
 }
 
 // Engine is the part of engine.Engine that building and checking images needs.
