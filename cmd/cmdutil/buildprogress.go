@@ -105,9 +105,8 @@ func (p *BuildProgress) newView(start imagebuild.BuildStarted) func(imagebuild.E
 	case ProgressPlain:
 		return p.plain
 	}
-	if start.Profile == "" {
-		fmt.Fprintf(p.Out, "building %s\n", start.Tag)
-	} else {
+	// The build of a setup's image was announced in a Note, with what it is built on.
+	if start.Profile != "" {
 		fmt.Fprintf(p.Out, "building %s (profile %s)\n", start.Tag, start.Profile)
 	}
 	if p.TTY {
