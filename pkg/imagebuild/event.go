@@ -96,9 +96,9 @@ type PullFailed struct {
 	Err error
 }
 
-func (PullStarted) event() {}
-func (PullDone) event()    {}
-func (PullFailed) event()  {}
+func (PullStarted) event()  {}
+func (PullDone) event()     {}
+func (PullFailed) event()   {}
 func (Note) event()         {}
 func (BuildStarted) event() {}
 func (Message) event()      {}

@@ -341,7 +341,9 @@ func TestEnsure(t *testing.T) {
 				reg[ref] = enginetest.Image("sha256:new", 0, "", nil)
 				return io.NopCloser(strings.NewReader(`{"status":"Pulling fs layer","id":"abc"}` + "\n" + `{"status":"Pull complete","id":"abc"}` + "\n")), nil
 			}}
-		auth := func(_ context.Context, registry string) (string, string, error) { return "creds-for-" + registry, "auths in x", nil }
+		auth := func(_ context.Context, registry string) (string, string, error) {
+			return "creds-for-" + registry, "auths in x", nil
+		}
 		if st, err := (&imagebuild.Images{Engine: eng, Auth: auth}).Ensure(context.Background(), "python:3", nil); err != nil || st.State != imagebuild.ImagePresent || len(pulled) != 0 {
 			t.Errorf("present image: %+v, %v, pulled %v", st, err, pulled)
 		}
