@@ -3,9 +3,7 @@ package imagebuild
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/docker/docker/api/types/image"
@@ -86,32 +84,27 @@ func (m *Images) Pull(ctx context.Context, ref string, p Progress) error {
 	}
 	defer rc.Close()
 	p.emit(PullStarted{Ref: ref, Registry: reg, AuthSource: source})
-	dec := json.NewDecoder(rc)
-	for {
-		var raw json.RawMessage
-		err := dec.Decode(&raw)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				p.emit(PullFailed{Err: ctx.Err()})
-				return ctx.Err()
-			}
-			return fail("reading the pull's progress: " + err.Error())
-		}
-		var msg jsonmessage.JSONMessage
-		if json.Unmarshal(raw, &msg) != nil {
-			continue
-		}
+	var failure string
+	err = eachMessage(rc, func(raw json.RawMessage, msg *jsonmessage.JSONMessage) bool {
 		if msg.Error != nil {
-			return fail(msg.Error.Message)
+			failure = msg.Error.Message
+			return false
 		}
 		ev := Message{Raw: raw}
 		if msg.Status != "" {
 			ev.Pull = termtext.Clean(strings.TrimSpace(msg.ID + " " + msg.Status))
 		}
 		p.emit(ev)
+		return true
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		p.emit(PullFailed{Err: ctx.Err()})
+		return ctx.Err()
+	case err != nil:
+		return fail("reading the pull's progress: " + err.Error())
+	case failure != "":
+		return fail(failure)
 	}
 	st, err := m.inspect(ctx, "", ref)
 	if err != nil {
