@@ -270,10 +270,13 @@ func TestPrune(t *testing.T) {
 	used.ID, used.RepoTags = "sha256:7777777777778888888888", []string{"sbx-derived:aaaaaaaaaaaaaaaaaaaa"}
 	used.Labels = maps.Clone(used.Labels)
 	used.Labels[imagebuild.LabelSetupHash] = "aaaaaaaaaaaaaaaaaaaa"
+	// An image anyone built may carry sbx's labels; without its sbx-derived tag it is not sbx's.
+	impostor := derivedSummary
+	impostor.ID, impostor.RepoTags = "sha256:9999999999990000000000", []string{"team/tool:1"}
 	var removed []string
 	eng := &enginetest.FakeEngine{T: t,
 		ImageListFn: func(context.Context, image.ListOptions) ([]image.Summary, error) {
-			return []image.Summary{derivedSummary, used}, nil
+			return []image.Summary{derivedSummary, used, impostor}, nil
 		},
 		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
 			removed = append(removed, id)

@@ -62,9 +62,6 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 	var freed int64
 	for _, r := range res {
 		name := r.Tag
-		if name == "" {
-			name = imagebuild.ShortID(r.ID)
-		}
 		if r.Removed {
 			freed += r.Size
 			fmt.Fprintf(opts.IO.Out, "removed %s (setup of %s)\n", name, cmdutil.SafeText(r.From))

@@ -197,8 +197,9 @@ type DerivedImage struct {
 	Created time.Time    `json:"created,omitzero"`
 }
 
-// Derived lists the derived images on the engine, newest first. Their labels are read as
-// untrusted text: a setup that does not parse shows as empty.
+// Derived lists the derived images on the engine, newest first: those with sbx's labels and
+// the tag those name. Their labels are read as untrusted text: a setup that does not parse
+// shows as empty.
 func (m *Images) Derived(ctx context.Context) ([]DerivedImage, error) {
 	list, err := m.Engine.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelSetupHash))})
 	if err != nil {
@@ -206,14 +207,12 @@ func (m *Images) Derived(ctx context.Context) ([]DerivedImage, error) {
 	}
 	var out []DerivedImage
 	for _, s := range list {
-		if s.Labels[LabelManaged] != "true" {
+		// Labels travel with an image anyone built: only sbx tags its own sbx-derived:HASH.
+		tag := DerivedRepo + ":" + s.Labels[LabelSetupHash]
+		if s.Labels[LabelManaged] != "true" || !slices.Contains(s.RepoTags, tag) {
 			continue
 		}
-		d := DerivedImage{ID: s.ID, From: s.Labels[LabelDerivedFrom], BaseID: s.Labels[LabelBaseID], Size: s.Size, Created: time.Unix(s.Created, 0).UTC()}
-		want := DerivedRepo + ":" + s.Labels[LabelSetupHash]
-		if slices.Contains(s.RepoTags, want) {
-			d.Tag = want
-		}
+		d := DerivedImage{Tag: tag, ID: s.ID, From: s.Labels[LabelDerivedFrom], BaseID: s.Labels[LabelBaseID], Size: s.Size, Created: time.Unix(s.Created, 0).UTC()}
 		_ = json.Unmarshal([]byte(s.Labels[LabelSetup]), &d.Setup)
 		out = append(out, d)
 	}
