@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/docker/go-units"
@@ -47,7 +48,8 @@ func (v *pullView) show(ev imagebuild.Event) {
 	switch e := ev.(type) {
 	case imagebuild.Message:
 		var msg jsonmessage.JSONMessage
-		if json.Unmarshal(e.Raw, &msg) != nil || msg.ID == "" || msg.Progress == nil && msg.Status == "" {
+		// "Pulling from REPO" carries the tag as its ID; the other messages with one are a layer's.
+		if json.Unmarshal(e.Raw, &msg) != nil || msg.ID == "" || msg.Status == "" || strings.HasPrefix(msg.Status, "Pulling from ") {
 			return
 		}
 		l := v.layers[msg.ID]
