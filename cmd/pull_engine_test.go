@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
 
 	"github.com/sbx-sandbox/sbx/internal/testenv"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
 
 // testRegistry is Debian's docker-registry on a loopback port, with basic auth from an
@@ -141,18 +143,23 @@ func drain(t *testing.T, what string, rc io.ReadCloser) {
 // credentials of the Docker config DOCKER_CONFIG names, with progress, and runs; a wrong
 // password and no credentials fail naming the registry, why and what to do.
 func TestCLIPullFromRegistry(t *testing.T) {
-	c := newCLI(t)
-	reg := startRegistry(t)
-	eng, ok := c.Eng.(*client.Client)
+	eng, ok := enginetest.RealEngine(t).(*client.Client)
 	if !ok {
-		t.Fatalf("the engine is a %T, not the Docker client", c.Eng)
+		t.Fatal("the engine is not the Docker client")
 	}
-	ctx := context.Background()
+	reg := startRegistry(t)
 	ref := reg.Addr + "/sbxtest/slim:" + strings.ToLower(strings.ReplaceAll(cliRun, "_", "-"))
+	// Removed once the sandbox is (cleanups run last first): an image in use stays.
+	t.Cleanup(func() {
+		if _, err := eng.ImageRemove(context.Background(), ref, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			t.Errorf("removing %s: %v", ref, err)
+		}
+	})
+	c := newCLI(t)
+	ctx := context.Background()
 	if err := eng.ImageTag(ctx, baseImage, ref); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = eng.ImageRemove(context.Background(), ref, image.RemoveOptions{}) })
 	authJSON, _ := json.Marshal(registry.AuthConfig{Username: registryUser, Password: registryPassword, ServerAddress: reg.Addr})
 	rc, err := eng.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: base64.URLEncoding.EncodeToString(authJSON)})
 	if err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -45,22 +47,27 @@ echo "agent=$agent uid=$(id -u) caps=$caps nnp=$nnp root=$root ifaces=$ifaces ma
 // nothing, a changed setup builds exactly one image, and an untrusted setup is refused with
 // its key named.
 func TestCLISetup(t *testing.T) {
+	// Removed once the sandboxes are (cleanups run last first): an image in use stays.
+	var tags []string
+	eng := enginetest.RealEngine(t)
+	t.Cleanup(func() {
+		for _, tag := range tags {
+			if _, err := eng.ImageRemove(context.Background(), tag, image.RemoveOptions{PruneChildren: true}); err != nil {
+				t.Errorf("removing %s: %v", tag, err)
+			}
+		}
+	})
 	c := newCLI(t)
-	eng := c.Eng
 	name := cliRun + "-setup"
-	// The label makes this test's setup its own, so its first run builds whatever ran before.
+	// A token of this run's own makes its setup new to the engine and its build cache, so the
+	// first exec builds it, packages and all, whatever ran before.
+	token := strconv.FormatInt(time.Now().UnixNano(), 36)
 	setup := func(extra string) string {
 		return "setup:\n  apt: [bc]\n  run:\n" +
-			"    - echo " + cliRun + " > /etc/sbx-setup-marker\n" +
+			"    - echo " + token + " > /etc/sbx-setup-marker\n" +
 			// The build reaches the mirror only through the proxy: no name resolves directly.
 			"    - if getent hosts deb.debian.org; then echo the build resolved a name without the proxy >&2; exit 1; fi\n" + extra
 	}
-	var tags []string
-	t.Cleanup(func() {
-		for _, tag := range tags {
-			_, _ = eng.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true, PruneChildren: true})
-		}
-	})
 	c.Write(".sbx.yaml", setup(""))
 	if r := c.Run("exec", "-n", name, "--", "true"); r.Code != 125 || !strings.Contains(r.Stderr, `setup.apt "[bc]": loosens the sandbox`) ||
 		!strings.Contains(r.Stderr, `setup.run "[`) || len(builtTags(r.Stderr)) != 0 {
@@ -70,7 +77,7 @@ func TestCLISetup(t *testing.T) {
 
 	r := c.Run("exec", "-n", name, "--", "sh", "-c", hardened)
 	tags = append(tags, builtTags(r.Stderr)...)
-	want := "agent=yes uid=1000 caps=0000000000000000 nnp=1 root=ro ifaces=lo, marker=" + cliRun + " bc=5\n"
+	want := "agent=yes uid=1000 caps=0000000000000000 nnp=1 root=ro ifaces=lo, marker=" + token + " bc=5\n"
 	if r.Code != 0 || r.Stdout != want || len(builtTags(r.Stderr)) != 1 {
 		t.Fatalf("first exec: want one build and %q: %s", want, r)
 	}
