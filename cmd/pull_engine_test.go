@@ -180,6 +180,7 @@ func TestCLIPullFromRegistry(t *testing.T) {
 		return r.Code, r.Stdout, r.Stderr
 	}
 	code, _, stderr := exec(dockerConfig(t, reg.Addr, registryUser, "wrong"))
+	t.Logf("a wrong password, on stderr:\n%s", stderr)
 	if code != 125 || !strings.Contains(stderr, "pulling image "+ref+" from registry "+reg.Addr+": the registry refused the credentials from auths in ") ||
 		!strings.Contains(stderr, "hint: log in with: docker login "+reg.Addr) {
 		t.Errorf("a wrong password: exit %d, stderr:\n%s", code, stderr)
@@ -197,6 +198,7 @@ func TestCLIPullFromRegistry(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(stdout, "12.") {
 		t.Fatalf("pull and exec: exit %d, stdout %q, stderr:\n%s", code, stdout, stderr)
 	}
+	t.Logf("the pull, on stderr:\n%s", stderr)
 	if !strings.Contains(stderr, "pulling "+ref+" from "+reg.Addr+" (with credentials from auths in ") ||
 		!strings.Contains(stderr, "\npulled "+ref+" (sha256:") {
 		t.Errorf("the pull's progress:\n%s", stderr)
