@@ -33,6 +33,18 @@ var Profiles = []string{ProfileSandbox, ProfileCommon, ProfileBrowser}
 //go:embed Dockerfile.sandbox Dockerfile.sandbox-common Dockerfile.sandbox-browser sbx-browser-entrypoint.sh
 var Files embed.FS
 
+// SetupFiles holds what an image derived for setup is built from: its Dockerfile and the
+// script that installs the setup (pkg/imagebuild, derive.go).
+//
+//go:embed Dockerfile.setup sbx-setup.sh
+var SetupFiles embed.FS
+
+// Files of SetupFiles.
+const (
+	SetupDockerfile = "Dockerfile.setup"
+	SetupScript     = "sbx-setup.sh"
+)
+
 // File is one file of a build context.
 type File struct {
 	Name string      // path in Files and in the build context

@@ -96,3 +96,6 @@ ensure_base_image
 ensure_tool shellcheck shellcheck
 # pyflakes3 brings the host's python3 too, which the agent's tests run it with.
 ensure_tool pyflakes3 pyflakes3
+# The pull tests start Debian's registry on loopback with basic auth from an htpasswd file.
+ensure_tool docker-registry docker-registry
+ensure_tool htpasswd apache2-utils

@@ -46,13 +46,19 @@ func (p *BuildProgress) Show(ev imagebuild.Event) {
 		return
 	case imagebuild.BuildStarted:
 		p.view = p.newView(e)
+	case imagebuild.PullStarted:
+		p.view = p.newPullView(e)
+	case imagebuild.PullFailed:
+		if p.view == nil {
+			return // refused before it began: the error says why
+		}
 	}
 	if p.view == nil {
 		return
 	}
 	p.view(ev)
 	switch ev.(type) {
-	case imagebuild.BuildDone, imagebuild.BuildFailed:
+	case imagebuild.BuildDone, imagebuild.BuildFailed, imagebuild.PullDone, imagebuild.PullFailed:
 		p.view = nil
 	}
 }
@@ -99,7 +105,10 @@ func (p *BuildProgress) newView(start imagebuild.BuildStarted) func(imagebuild.E
 	case ProgressPlain:
 		return p.plain
 	}
-	fmt.Fprintf(p.Out, "building %s (profile %s)\n", start.Tag, start.Profile)
+	// The build of a setup's image was announced in a Note, with what it is built on.
+	if start.Profile != "" {
+		fmt.Fprintf(p.Out, "building %s (profile %s)\n", start.Tag, start.Profile)
+	}
 	if p.TTY {
 		return newLiveView(p).show
 	}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/image"
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
@@ -133,5 +136,47 @@ func TestFmtElapsed(t *testing.T) {
 		if got := fmtElapsed(d); got != want {
 			t.Errorf("fmtElapsed(%s) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A pull is drawn like a build: a line to start (with the registry and where the credentials
+// came from) and one to end, a live line of the layers on a terminal, the engine's messages
+// in plain and json; nothing when quiet.
+func TestPullProgress(t *testing.T) {
+	stream := `{"status":"Pulling from team/tool","id":"1"}` + "\n" +
+		`{"status":"Downloading","progressDetail":{"current":500,"total":1000},"id":"abc"}` + "\n" +
+		`{"status":"Pull complete","id":"abc"}` + "\n"
+	pull := func(p *BuildProgress) string {
+		var out bytes.Buffer
+		p.Out, p.Now = &out, stopped
+		reg := enginetest.ImageStore{}
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+			ImagePullFn: func(_ context.Context, ref string, _ image.PullOptions) (io.ReadCloser, error) {
+				reg[ref] = enginetest.Image("sha256:0123456789abcdef", 0, "", nil)
+				return io.NopCloser(strings.NewReader(stream)), nil
+			}}
+		auth := func(context.Context, string) (string, string, error) { return "x", "auths in /c/config.json", nil }
+		if err := (&imagebuild.Images{Engine: eng, Now: stopped, Auth: auth}).Pull(context.Background(), "127.0.0.1:5000/team/tool:1", p.Show); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	head := "pulling 127.0.0.1:5000/team/tool:1 from 127.0.0.1:5000 (with credentials from auths in /c/config.json)\n"
+	tail := "pulled 127.0.0.1:5000/team/tool:1 (sha256:0123456789ab) in 0.0s\n"
+	if got := pull(&BuildProgress{}); got != head+tail {
+		t.Errorf("auto, not a terminal:\n%q", got)
+	}
+	if got := pull(&BuildProgress{TTY: true, Width: 80}); !strings.HasPrefix(got, head) || !strings.HasSuffix(got, "\x1b[1A\r\x1b[J"+tail) ||
+		!strings.Contains(got, "  0/1 layers, 500B of 1kB\n") || !strings.Contains(got, "  1/1 layers, 500B of 1kB\n") {
+		t.Errorf("auto on a terminal:\n%q", got)
+	}
+	if got := pull(&BuildProgress{Mode: ProgressPlain}); got != "1 Pulling from team/tool\nabc Downloading\nabc Pull complete\n" {
+		t.Errorf("plain:\n%q", got)
+	}
+	if got := pull(&BuildProgress{Mode: ProgressJSON}); got != stream {
+		t.Errorf("json:\n%q", got)
+	}
+	if got := pull(&BuildProgress{Quiet: true}); got != "" {
+		t.Errorf("quiet:\n%q", got)
 	}
 }

@@ -27,8 +27,9 @@ func StateDir(f *Factory) string {
 	return filepath.Join(home, ".local", "state", "sbx")
 }
 
-// Manager dials the engine and returns a sandbox manager that reports progress on stderr and
-// builds missing bundled images on first use. It first removes what killed --rm commands
+// Manager dials the engine and returns a sandbox manager that reports progress on stderr,
+// builds missing bundled images and the images of setup on first use, and pulls other
+// missing images with the user's registry credentials. It first removes what killed --rm commands
 // left (sweepThrowaways), so every command that reaches the engine cleans up after them.
 func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	eng, err := f.Engine(ctx)
@@ -55,9 +56,10 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		m.Debug = f.IOStreams.ErrOut
 	}
 	m.BuildImage = func(ctx context.Context, image string) error {
-		_, err := (&imagebuild.Images{Engine: eng, Now: f.Now}).Ensure(ctx, image, progress.Show)
+		_, err := (&imagebuild.Images{Engine: eng, Now: f.Now, Auth: RegistryAuth(f)}).Ensure(ctx, image, progress.Show)
 		return err
 	}
+	m.BuildProgress = progress.Show
 	sweepThrowaways(ctx, f, m)
 	return m, nil
 }

@@ -12,7 +12,7 @@ import (
 func NewCmdImage(f *cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image <command>",
-		Short: "Build and list the bundled sandbox images",
+		Short: "Build and list the bundled sandbox images and the images of setup",
 		Long: `sbx bundles one image per profile, built locally from Dockerfiles embedded in sbx:
   sandbox   sbx-sandbox:bookworm-slim          Debian with bash, git, curl, jq, python3, ripgrep
   common    sbx-sandbox-common:bookworm-slim   sandbox plus Node.js, Go, Rust, Java, a C toolchain
@@ -20,8 +20,12 @@ func NewCmdImage(f *cmdutil.Factory) *cobra.Command {
 
 A profile's image is built on first use; "sbx image build" builds or rebuilds it ahead of
 time. An image is stale when it was built from other Dockerfiles than this sbx bundles
-(after an upgrade of sbx, say); stale images are used as they are until rebuilt.`,
+(after an upgrade of sbx, say); stale images are used as they are until rebuilt.
+
+A sandbox with setup runs an image derived from its configured one, built on first use and
+tagged sbx-derived:HASH by its inputs; "sbx image ls" lists them with what they came from and
+"sbx image prune" removes those no container uses.`,
 	}
-	cmd.AddCommand(NewCmdBuild(f, nil), NewCmdLs(f, nil))
+	cmd.AddCommand(NewCmdBuild(f, nil), NewCmdLs(f, nil), NewCmdPrune(f, nil))
 	return cmd
 }

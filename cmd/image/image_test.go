@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
@@ -142,8 +144,22 @@ func engineWithImages(t *testing.T) *enginetest.FakeEngine {
 		images.SandboxTag: labelled("sha256:1111111111112222222222", sandboxHash, 327_000_000),
 		images.CommonTag:  labelled("sha256:3333333333334444444444", "sha256:old", 1_850_000_000),
 	}
-	return fakeEngine(t, tags, new([]string))
+	eng := fakeEngine(t, tags, new([]string))
+	eng.ImageListFn = func(_ context.Context, o image.ListOptions) ([]image.Summary, error) {
+		if got := o.Filters.Get("label"); fmt.Sprint(got) != "[dev.sbx.setup-hash]" {
+			t.Errorf("ImageList filters %v, want the derived images' label", got)
+		}
+		return []image.Summary{derivedSummary}, nil
+	}
+	return eng
 }
+
+// derivedSummary is an image derived for setup, as the engine lists it.
+var derivedSummary = image.Summary{ID: "sha256:5555555555556666666666", RepoTags: []string{"sbx-derived:0123456789abcdef0123"},
+	Size: 340_000_000, Created: now.Add(-time.Hour).Unix(),
+	Labels: map[string]string{imagebuild.LabelManaged: "true", imagebuild.LabelSetupHash: "0123456789abcdef0123",
+		imagebuild.LabelDerivedFrom: "sbx-sandbox:bookworm-slim", imagebuild.LabelBaseID: "sha256:1111111111112222222222",
+		imagebuild.LabelSetup: `{"apt":["bc"],"npm":[],"pip":[],"run":["echo hi"]}`}}
 
 func runLs(t *testing.T, tty bool, json bool, files fs.FS) (string, string) {
 	t.Helper()
@@ -163,11 +179,13 @@ func TestLsTable(t *testing.T) {
 sandbox  sbx-sandbox:bookworm-slim         present  327MB   2 days ago   111111111111
 common   sbx-sandbox-common:bookworm-slim  stale    1.85GB  2 days ago   333333333333
 browser  sbx-sandbox-browser:bookworm-slim missing  -       -            -
+setup    sbx-derived:0123456789abcdef0123  present  340MB   About an hour ago   555555555555
 `
 	if norm(out) != norm(want) {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
 	for _, w := range []string{"common is stale: built from other Dockerfiles than this sbx bundles; rebuild it with: sbx image build common",
+		"sbx-derived:0123456789abcdef0123: setup of sbx-sandbox:bookworm-slim: apt bc; 1 command(s)",
 		"browser is missing: its first sandbox builds it, or build it now with: sbx image build browser"} {
 		if !strings.Contains(errOut, w) {
 			t.Errorf("stderr lacks %q:\n%s", w, errOut)
@@ -188,7 +206,8 @@ func TestLsPiped(t *testing.T) {
 	out, errOut := runLs(t, false, false, nil)
 	want := "sandbox\tsbx-sandbox:bookworm-slim\tpresent\t327000000\t2025-03-02T10:00:00Z\tsha256:1111111111112222222222\n" +
 		"common\tsbx-sandbox-common:bookworm-slim\tstale\t1850000000\t2025-03-02T10:00:00Z\tsha256:3333333333334444444444\n" +
-		"browser\tsbx-sandbox-browser:bookworm-slim\tmissing\t0\t\t\n"
+		"browser\tsbx-sandbox-browser:bookworm-slim\tmissing\t0\t\t\n" +
+		"setup\tsbx-derived:0123456789abcdef0123\tpresent\t340000000\t2025-03-04T11:00:00Z\tsha256:5555555555556666666666\tsbx-sandbox:bookworm-slim\n"
 	if out != want {
 		t.Errorf("TSV:\n%q\nwant:\n%q", out, want)
 	}
@@ -203,7 +222,8 @@ func TestLsJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	if len(list) != 3 || list[0]["profile"] != "sandbox" || list[0]["status"] != "present" || list[0]["size"] != 327e6 ||
+	if len(list) != 4 || list[3]["profile"] != "" || list[3]["from"] != "sbx-sandbox:bookworm-slim" || fmt.Sprint(list[3]["setup"]) != "map[apt:[bc] npm:[] pip:[] run:[echo hi]]" ||
+		list[0]["profile"] != "sandbox" || list[0]["status"] != "present" || list[0]["size"] != 327e6 ||
 		list[0]["created"] != "2025-03-02T10:00:00Z" || list[1]["status"] != "stale" || list[1]["imageHash"] != "sha256:old" ||
 		list[2]["status"] != "missing" || list[2]["dockerfileHash"] == "" {
 		t.Errorf("JSON:\n%s", out)
@@ -240,5 +260,48 @@ func TestNewCmdImage(t *testing.T) {
 	ls.SetArgs([]string{"--json"})
 	if err := ls.Execute(); err != nil || buf.String() != "true" {
 		t.Errorf("ls --json: %v, JSON=%s", err, buf.String())
+	}
+}
+
+// Prune removes the derived images the engine lets go and keeps those a container uses,
+// with the engine's reason; nothing but derived images is asked for.
+func TestPrune(t *testing.T) {
+	used := derivedSummary
+	used.ID, used.RepoTags = "sha256:7777777777778888888888", []string{"sbx-derived:aaaaaaaaaaaaaaaaaaaa"}
+	used.Labels = maps.Clone(used.Labels)
+	used.Labels[imagebuild.LabelSetupHash] = "aaaaaaaaaaaaaaaaaaaa"
+	// An image anyone built may carry sbx's labels; without its sbx-derived tag it is not sbx's.
+	impostor := derivedSummary
+	impostor.ID, impostor.RepoTags = "sha256:9999999999990000000000", []string{"team/tool:1"}
+	var removed []string
+	eng := &enginetest.FakeEngine{T: t,
+		ImageListFn: func(context.Context, image.ListOptions) ([]image.Summary, error) {
+			return []image.Summary{derivedSummary, used, impostor}, nil
+		},
+		ImageRemoveFn: func(_ context.Context, id string, _ image.RemoveOptions) ([]image.DeleteResponse, error) {
+			removed = append(removed, id)
+			if id == used.ID {
+				return nil, cerrdefs.ErrConflict.WithMessage("unable to delete 777777777777 (must be forced) - image is being used by stopped container 42")
+			}
+			return nil, nil
+		}}
+	ios, _, out, errOut := iostreams.Test()
+	if err := pruneRun(context.Background(), &PruneOptions{IO: ios, Engine: factory(ios, eng).Engine}); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "removed sbx-derived:0123456789abcdef0123 (setup of sbx-sandbox:bookworm-slim)\n" || len(removed) != 2 {
+		t.Errorf("stdout %q, removed %v", out, removed)
+	}
+	if !strings.Contains(errOut.String(), "kept sbx-derived:aaaaaaaaaaaaaaaaaaaa: unable to delete 777777777777 (must be forced) - image is being used by stopped container 42") ||
+		!strings.Contains(errOut.String(), "2 derived image(s) checked, 340MB freed") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+	ios, _, out, _ = iostreams.Test()
+	if err := pruneRun(context.Background(), &PruneOptions{IO: ios, Engine: factory(ios, eng).Engine, JSON: true}); err != nil {
+		t.Fatal(err)
+	}
+	var list []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &list); err != nil || len(list) != 2 || list[0]["removed"] != true || list[1]["removed"] != false || list[1]["reason"] == "" {
+		t.Errorf("JSON (%v):\n%s", err, out)
 	}
 }

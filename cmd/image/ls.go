@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
@@ -34,17 +35,21 @@ func NewCmdLs(f *cmdutil.Factory, runF func(context.Context, *LsOptions) error) 
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List the bundled images and whether they are built and current",
+		Short:   "List the bundled images, whether they are built and current, and the images of setup",
 		Long: `List each bundled profile's image with its status, size and age. The status is
   present  built from the Dockerfiles this sbx bundles
   missing  not built yet; the first sandbox of the profile builds it
   stale    built from other Dockerfiles (an older sbx, say); rebuild with sbx image build
+Then the images sbx derived for setup (profile "setup"), each with the image it was built
+on and what it installs; sbx image prune removes those no container uses.
 
 On a terminal this is a table. Piped, it is tab-separated without a header, one image a
 line: profile, tag, status, size in bytes, creation time (RFC 3339, empty when missing),
-image ID. --json prints an array of objects with the fields profile, tag, status, id, size
-(bytes), created, dockerfileHash (of the bundled Dockerfiles), imageHash (the image's
-dev.sbx.dockerfile-hash label) and detail (why it is stale).`,
+image ID, and for a derived image the image it came from. --json prints an array of objects
+with the fields profile, tag, status, id, size (bytes), created, dockerfileHash (of the
+bundled Dockerfiles), imageHash (the image's dev.sbx.dockerfile-hash label) and detail (why
+it is stale); a derived image has profile "", from (the configured image it was built on)
+and setup (apt, npm, pip, run).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
@@ -62,9 +67,18 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	if err != nil {
 		return err
 	}
-	list, err := (&imagebuild.Images{Engine: eng, Files: opts.Files}).List(ctx)
+	imgs := &imagebuild.Images{Engine: eng, Files: opts.Files}
+	list, err := imgs.List(ctx)
 	if err != nil {
 		return err
+	}
+	derived, err := imgs.Derived(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range derived {
+		setup := d.Setup
+		list = append(list, imagebuild.ImageStatus{Tag: d.Tag, State: imagebuild.ImagePresent, ID: d.ID, Size: d.Size, Created: d.Created, From: d.From, Setup: &setup})
 	}
 	if opts.JSON {
 		return cmdutil.WriteJSON(opts.IO.Out, list)
@@ -75,7 +89,11 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 			if !st.Created.IsZero() {
 				created = st.Created.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(opts.IO.Out, "%s\t%s\t%s\t%d\t%s\t%s\n", st.Profile, st.Tag, st.State, st.Size, created, st.ID)
+			line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Profile, st.Tag, st.State, st.Size, created, st.ID)
+			if st.Setup != nil {
+				line = fmt.Sprintf("setup\t%s\t%s\t%d\t%s\t%s\t%s", st.Tag, st.State, st.Size, created, st.ID, cmdutil.SafeText(st.From))
+			}
+			fmt.Fprintln(opts.IO.Out, line)
 		}
 		return nil
 	}
@@ -96,7 +114,12 @@ func printTable(opts *LsOptions, list []imagebuild.ImageStatus) {
 				age = units.HumanDuration(opts.Now().Sub(st.Created)) + " ago"
 			}
 		}
-		rows = append(rows, []string{st.Profile, st.Tag, st.State, size, age, id})
+		profile := st.Profile
+		if st.Setup != nil {
+			profile = "setup"
+			notes = append(notes, fmt.Sprintf("%s: %s", st.Tag, cmdutil.SafeText(describeSetup(st.From, *st.Setup))))
+		}
+		rows = append(rows, []string{profile, st.Tag, st.State, size, age, id})
 		switch st.State {
 		case imagebuild.ImageStale:
 			notes = append(notes, fmt.Sprintf("%s is stale: %s; rebuild it with: sbx image build %s", st.Profile, st.Detail, st.Profile))
@@ -132,4 +155,21 @@ func printTable(opts *LsOptions, list []imagebuild.ImageStatus) {
 	for _, n := range notes {
 		fmt.Fprintln(opts.IO.ErrOut, n)
 	}
+}
+
+// describeSetup says in a line what a derived image installs on what.
+func describeSetup(from string, s config.Setup) string {
+	var parts []string
+	for _, l := range []struct {
+		name string
+		list []string
+	}{{"apt", s.Apt}, {"npm", s.Npm}, {"pip", s.Pip}} {
+		if len(l.list) > 0 {
+			parts = append(parts, l.name+" "+strings.Join(l.list, " "))
+		}
+	}
+	if n := len(s.Run); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d command(s)", n))
+	}
+	return "setup of " + from + ": " + strings.Join(parts, "; ")
 }

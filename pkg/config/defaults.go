@@ -85,6 +85,7 @@ func builtinDefaults() Config {
 		DNS:            []string{},
 		ExtraHosts:     []string{},
 		Prune:          Prune{IdleHours: 24, MaxAgeDays: 7},
+		Setup:          Setup{Apt: []string{}, Npm: []string{}, Pip: []string{}, Run: []string{}},
 		Tools:          Tools{Allow: []string{ToolExec, ToolRead, ToolWrite}, Deny: []string{ToolBrowser, ToolApply, ToolPorts}},
 		ProtectedPaths: slices.Clone(DefaultProtectedPaths),
 		Limits:         Limits{Memory: 8 << 30, CPUs: 4, PidsLimit: 4096, TmpfsSize: 1 << 30, Timeout: time.Hour},

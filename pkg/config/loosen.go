@@ -64,7 +64,7 @@ var looseningRules = map[string]func(j *judge){
 	"profile": never, // judged through the values it brings
 	"image": func(j *judge) {
 		if img := j.full.Config.Image; img != j.base.Config.Image && !isBundledImage(img) {
-			j.add("image", img, "runs an image sbx did not build, which the engine may pull with your registry credentials")
+			j.add("image", img, "runs an image sbx did not build; when it is missing, sbx pulls it from its registry with your registry credentials")
 		}
 	},
 	"workspace": func(j *judge) {
@@ -272,6 +272,20 @@ var looseningRules = map[string]func(j *judge){
 	"prune.maxAgeDays": func(j *judge) {
 		j.prune("prune.maxAgeDays", j.full.Config.Prune.MaxAgeDays, j.base.Config.Prune.MaxAgeDays)
 	},
+	// What setup installs runs as root in the image's build, with network through the egress
+	// allowlist, and its results run in every later sandbox: any change the file makes loosens.
+	"setup.apt": func(j *judge) {
+		j.setup("setup.apt", j.full.Config.Setup.Apt, j.base.Config.Setup.Apt, "installs Debian packages as root into the image the sandbox runs; their install scripts run with network access")
+	},
+	"setup.npm": func(j *judge) {
+		j.setup("setup.npm", j.full.Config.Setup.Npm, j.base.Config.Setup.Npm, "installs npm packages as root into the image the sandbox runs; their install scripts run with network access")
+	},
+	"setup.pip": func(j *judge) {
+		j.setup("setup.pip", j.full.Config.Setup.Pip, j.base.Config.Setup.Pip, "installs pip packages as root into the image the sandbox runs; their build scripts run with network access")
+	},
+	"setup.run": func(j *judge) {
+		j.setup("setup.run", j.full.Config.Setup.Run, j.base.Config.Setup.Run, "runs these commands as root while building the image the sandbox runs, with network access")
+	},
 	"tools.allow": func(j *judge) { // and tools.deny: judged by their decisions
 		for _, tool := range ToolNames {
 			d := j.full.DecideTool(tool)
@@ -340,6 +354,12 @@ func (j *judge) prune(key string, v, base int) {
 	// 0 turns a rule off, which removes nothing; any other value below the user's removes sooner.
 	if v != base && v != 0 && (base == 0 || v < base) {
 		j.add(key, strconv.Itoa(v), "makes sbx prune remove sandboxes sooner than your settings do")
+	}
+}
+
+func (j *judge) setup(key string, v, base []string, allows string) {
+	if !slices.Equal(v, base) {
+		j.add(key, formatList(v), allows)
 	}
 }
 

@@ -40,6 +40,7 @@ type Config struct {
 	DNS             []string          `json:"dns"`
 	ExtraHosts      []string          `json:"extraHosts"`
 	Prune           Prune             `json:"prune"`
+	Setup           Setup             `json:"setup"`
 	Tools           Tools             `json:"tools"`
 	// ProtectedPaths are project paths mounted read-only over a rw workspace.
 	ProtectedPaths []string `json:"protectedPaths"`
@@ -85,6 +86,18 @@ type Limits struct {
 	TmpfsSize int64         `json:"tmpfsSize"`
 	Timeout   time.Duration `json:"timeout"`
 }
+
+// Setup is what sbx installs into an image derived from the configured one, at build time,
+// as root: Debian packages, then npm and pip packages, then the commands.
+type Setup struct {
+	Apt []string `json:"apt"`
+	Npm []string `json:"npm"`
+	Pip []string `json:"pip"`
+	Run []string `json:"run"`
+}
+
+// Empty reports whether there is nothing to set up, so the configured image runs as it is.
+func (s Setup) Empty() bool { return len(s.Apt)+len(s.Npm)+len(s.Pip)+len(s.Run) == 0 }
 
 // Tools is the tool policy: deny wins, a non-empty allow list blocks what it does not match.
 type Tools struct {

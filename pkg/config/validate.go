@@ -60,6 +60,7 @@ func Validate(r *Resolved) (refused, warnings []Problem) {
 	v.caCerts()
 	v.egress()
 	v.lists()
+	v.setup()
 	v.tools()
 	v.protectedEntries()
 	v.ceilings()
@@ -513,6 +514,28 @@ func (v *validator) lists() {
 		name, ip, ok := strings.Cut(h, ":")
 		if !ok || !hostNameRE.MatchString(name) || (ip != "host-gateway" && net.ParseIP(ip) == nil) {
 			v.refuse(fmt.Sprintf("extraHosts[%d]", i), h, "not NAME:IP", "write entries such as db.local:10.0.0.5")
+		}
+	}
+}
+
+// setupPackage is a package as sbx hands it to apt-get, npm or pip: a name with an optional
+// version or range, never an option (a leading "-") and nothing a shell would read.
+var setupPackage = regexp.MustCompile(`^[A-Za-z0-9@][A-Za-z0-9@/._~^<>=!*+:,\[\]-]*$`)
+
+func (v *validator) setup() {
+	for _, l := range []struct {
+		key, example string
+		list         []string
+	}{{"setup.apt", "bc or bc=1.07.1-3+b1", v.c.Setup.Apt}, {"setup.npm", "typescript or typescript@5", v.c.Setup.Npm}, {"setup.pip", "requests or requests==2.32.3", v.c.Setup.Pip}} {
+		for i, p := range l.list {
+			if len(p) > 214 || !setupPackage.MatchString(p) {
+				v.refuse(fmt.Sprintf("%s[%d]", l.key, i), p, "not a package name with an optional version", "write one package a entry, such as "+l.example)
+			}
+		}
+	}
+	for i, c := range v.c.Setup.Run {
+		if strings.TrimSpace(c) == "" || strings.ContainsRune(c, 0) {
+			v.refuse(fmt.Sprintf("setup.run[%d]", i), c, "an empty command", "remove the entry, or write a shell command such as: make -C /opt/tool install")
 		}
 	}
 }

@@ -24,6 +24,9 @@ func TestValidationRefuses(t *testing.T) {
 		{"workspace", project("workspace: yes\n"), "workspace", "not one of none, ro, rw"},
 		{"workdir relative", project("workdir: src\n"), "workdir", "not an absolute path"},
 		{"image with spaces", project("image: a b\n"), "image", "no spaces"},
+		{"setup package as an option", project("setup:\n  apt: [--allow-unauthenticated]\n"), "setup.apt[0]", "not a package name with an optional version"},
+		{"setup package with a shell word", project("setup:\n  pip: ['requests; curl x']\n"), "setup.pip[0]", "not a package name"},
+		{"setup empty command", project("setup:\n  run: ['  ']\n"), "setup.run[0]", "an empty command"},
 		{"user name", project("user: nobody\n"), "user", "not a numeric uid:gid"},
 		{"tmpfs suid", project("tmpfs: ['/x:size=1m,suid']\n"), "tmpfs[3]", "suid is refused"},
 		{"tmpfs dev", project("tmpfs: ['/x:size=1m,dev']\n"), "tmpfs[3]", "dev is refused"},
@@ -178,6 +181,7 @@ func TestValidationAccepts(t *testing.T) {
 		{"defaults", func(*fixture) {}},
 		{"every profile", func(f *fixture) { f.flag("profile", "common") }},
 		{"browser profile", func(f *fixture) { f.flag("profile", "browser") }},
+		{"setup", project("setup:\n  apt: [bc, 'python3-venv=3.11.2-1+b1', 'libc6:amd64']\n  npm: [typescript, 'left-pad^1']\n  pip: ['requests[socks]>=2.31,<3', 'numpy==1.*']\n  run: ['make -C /opt/x install']\n")},
 		{"NET_BIND_SERVICE in any spelling", project("capAdd: [net_bind_service, CAP_NET_BIND_SERVICE]\n")},
 		{"exec on a tmpfs", project("tmpfs: ['/cache:size=1g,exec,mode=1777,uid=1000']\n")},
 		{"bind inside the project", func(f *fixture) {

@@ -33,3 +33,39 @@ func RefusedMount(err error, source string) bool {
 func IsMissingBindSource(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "bind source path does not exist")
 }
+
+// Why a pull failed, as PullFailure tells it.
+const (
+	PullAuth        = "auth"        // the registry refused the credentials, or wants some
+	PullNotFound    = "not-found"   // no such repository or tag
+	PullUnreachable = "unreachable" // the engine could not talk to the registry
+)
+
+// PullFailure sorts the failure of a pull, "" when it cannot tell. The engine passes the
+// registry's refusals on as text, in the API error or in the pull's message stream, with a
+// class only sometimes (Unauthorized, NotFound) and Docker Hub's "pull access denied"
+// covering both a missing repository and missing credentials.
+func PullFailure(msg string) string {
+	m := strings.ToLower(msg)
+	switch {
+	case containsAny(m, "connection refused", "no such host", "i/o timeout", "network is unreachable", "no route to host",
+		"tls handshake timeout", "server gave http response to https client", "dial tcp", "connection reset"):
+		return PullUnreachable
+	case containsAny(m, "unauthorized", "authentication required", "no basic auth credentials", "incorrect username or password", "401"):
+		return PullAuth
+	case containsAny(m, "manifest unknown", "not found", "repository does not exist", "name unknown", "404"):
+		return PullNotFound
+	case strings.Contains(m, "denied"):
+		return PullAuth
+	}
+	return ""
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}

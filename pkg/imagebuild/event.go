@@ -78,6 +78,27 @@ type BuildFailed struct {
 	Err *BuildError
 }
 
+// PullStarted opens the events of one pull, once the engine has accepted it: Message events
+// follow, then PullDone or PullFailed.
+type PullStarted struct {
+	Ref, Registry string
+	AuthSource    string // where the credentials came from, "" for none
+}
+
+// PullDone ends the events of a pull that succeeded.
+type PullDone struct {
+	Ref, ID string
+	Elapsed time.Duration
+}
+
+// PullFailed ends the events of a pull that failed.
+type PullFailed struct {
+	Err error
+}
+
+func (PullStarted) event()  {}
+func (PullDone) event()     {}
+func (PullFailed) event()   {}
 func (Note) event()         {}
 func (BuildStarted) event() {}
 func (Message) event()      {}

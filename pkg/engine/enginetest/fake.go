@@ -31,6 +31,7 @@ type FakeEngine struct {
 	ImageListFn             func(ctx context.Context, options image.ListOptions) ([]image.Summary, error)
 	ImageBuildFn            func(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImageRemoveFn           func(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
+	ImagePullFn             func(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error)
 	ContainerCreateFn       func(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStartFn        func(ctx context.Context, containerID string, options container.StartOptions) error
 	ContainerInspectFn      func(ctx context.Context, containerID string) (container.InspectResponse, error)
@@ -116,6 +117,13 @@ func (f *FakeEngine) ImageRemove(ctx context.Context, imageID string, options im
 		return nil, f.unstubbed("ImageRemove")
 	}
 	return f.ImageRemoveFn(ctx, imageID, options)
+}
+
+func (f *FakeEngine) ImagePull(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error) {
+	if f.ImagePullFn == nil {
+		return nil, f.unstubbed("ImagePull")
+	}
+	return f.ImagePullFn(ctx, ref, options)
 }
 
 func (f *FakeEngine) ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error) {
