@@ -50,13 +50,14 @@ func AgentsSupported(host string) bool {
 	return err == nil && fi.Mode().Type() == os.ModeSocket
 }
 
-// agentDir is the host directory for the agent socket of a new sandbox name on image, or ""
-// when the sandbox gets no agent.
-func (m *Manager) agentDir(name, image string) string {
-	if !m.Agents || m.State == nil {
+// agentDir is the host directory for the agent socket of a new sandbox name with cfg, or ""
+// when the sandbox gets no agent: an image that is not bundled, or gVisor, where accept on the
+// listener sbx hands over fails (EINVAL: gVisor cannot listen on a host socket it was given).
+func (m *Manager) agentDir(name string, cfg config.Config) string {
+	if !m.Agents || m.State == nil || cfg.Isolation == config.IsolationGVisor {
 		return ""
 	}
-	if _, bundled := images.ProfileFor(image); !bundled {
+	if _, bundled := images.ProfileFor(cfg.Image); !bundled {
 		return ""
 	}
 	return m.State.agentDir(name)

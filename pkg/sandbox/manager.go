@@ -353,6 +353,9 @@ func (m *Manager) idleFor(sb *Sandbox) time.Duration {
 }
 
 func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
+	if err := m.checkIsolation(ctx, in.Config); err != nil {
+		return nil, err
+	}
 	// Before anything slow (an image build): a project that cannot be protected is refused.
 	plan, err := m.protection(in)
 	if err != nil {
@@ -382,7 +385,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		in.ImageLabels = img.Config.Labels
 	}
 	in.CreatedAt = m.Now()
-	in.AgentDir = m.agentDir(in.Name, in.Config.Image)
+	in.AgentDir = m.agentDir(in.Name, in.Config)
 	if in.CADir, err = m.caDirFor(in); err != nil {
 		return nil, err
 	}

@@ -273,7 +273,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig:      container.LogConfig{Type: logDriver, Config: map[string]string{"max-size": logMaxSize, "max-file": "1"}},
-		Runtime:        cfg.Runtime,
+		Runtime:        cfg.EngineRuntime(),
 		DNS:            slices.Clone(cfg.DNS),
 		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
 		ShmSize:        cfg.ShmSize,
@@ -440,6 +440,10 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, 
 		// Only when set, so sandboxes without a proxy keep their hash. As written, presets
 		// unexpanded: a preset's entries change with sbx's version, like its images.
 		kept["egress"], _ = json.Marshal(cfg.Egress)
+	}
+	if cfg.Isolation == config.IsolationGVisor {
+		// Only when set, so sandboxes made before the key keep their hash.
+		kept["isolation"], _ = json.Marshal(cfg.Isolation)
 	}
 	if cfg.CACerts != "" {
 		// Only when set, so sandboxes without extra CAs keep their hash.

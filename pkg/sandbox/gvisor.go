@@ -1,0 +1,65 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/system"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
+)
+
+// GVisorRuntimeArgs are the runsc flags sbx's gVisor sandboxes need, measured on Debian's runsc
+// (2022-12-19): the KVM platform hangs on some hosts, so ptrace; gVisor's own network stack
+// refuses a network namespace the engine made ("cannot run with network enabled in root
+// network namespace") for network none and bridge alike, while --network=host uses the
+// sandbox's own namespace for both; without --oci-seccomp runsc ignores the sandbox's
+// seccomp profile.
+var GVisorRuntimeArgs = []string{"--platform=ptrace", "--network=host", "--oci-seccomp"}
+
+// GVisorRuntimePath is where Debian's runsc package puts the binary.
+const GVisorRuntimePath = "/usr/bin/runsc"
+
+// GVisorSetup is the fix for an engine without sbx's gVisor runtime: the daemon.json entry and
+// the reload that picks it up without stopping a container.
+func GVisorSetup() string {
+	return fmt.Sprintf(`install runsc (Debian and Ubuntu: apt-get install runsc), add {"runtimes": {%q: {"path": %q, "runtimeArgs": ["%s"]}}} to /etc/docker/daemon.json (merged with what is there), then reload the engine with kill -HUP $(pidof dockerd), which restarts no container (or start dockerd with --add-runtime %s=%s)`,
+		config.GVisorRuntime, GVisorRuntimePath, strings.Join(GVisorRuntimeArgs, `", "`), config.GVisorRuntime, GVisorRuntimePath)
+}
+
+// GVisorProblem says what keeps the engine described by info from running gVisor sandboxes,
+// "" when nothing does: the runtime must be registered, with every flag sbx needs.
+func GVisorProblem(info system.Info) string {
+	rt, ok := info.Runtimes[config.GVisorRuntime]
+	if !ok {
+		return fmt.Sprintf("the engine has no runtime named %s", config.GVisorRuntime)
+	}
+	var missing []string
+	for _, a := range GVisorRuntimeArgs {
+		if !slices.Contains(rt.Args, a) {
+			missing = append(missing, a)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("the engine's %s runtime lacks %s", config.GVisorRuntime, strings.Join(missing, " "))
+	}
+	return ""
+}
+
+// checkIsolation fails, before anything is made, when the engine cannot run cfg's isolation.
+func (m *Manager) checkIsolation(ctx context.Context, cfg config.Config) error {
+	if cfg.Isolation != config.IsolationGVisor {
+		return nil
+	}
+	info, err := m.Engine.Info(ctx)
+	if err != nil {
+		return engineErr("asking the engine for its runtimes", err)
+	}
+	if p := GVisorProblem(info); p != "" {
+		return errs.Failure(fmt.Errorf("isolation gvisor: %s", p), GVisorSetup())
+	}
+	return nil
+}
