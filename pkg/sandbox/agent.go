@@ -132,7 +132,7 @@ type agentStream struct {
 func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*agentStream, error) {
 	switch v := sb.Labels[LabelAgent]; {
 	case v == "":
-		return nil, noAgentf("sandbox %q has no agent (an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
+		return nil, noAgentf("sandbox %q has no agent (isolation gvisor, an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
 	case m.agentDirOf(sb) == "":
 		return nil, noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
 	case v != agent.Version:

@@ -259,7 +259,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 
-	pids := cfg.PidsLimit
+	pids, limits := cfg.PidsLimit, cfg.Ulimits
+	if cfg.Isolation == config.IsolationGVisor {
+		pids, limits = gvisorPids(cfg.PidsLimit, cfg.Ulimits)
+	}
 	init := cfg.Init
 	spec.Host = &container.HostConfig{
 		ReadonlyRootfs: cfg.ReadOnlyRoot,
@@ -282,7 +285,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			MemorySwap: cfg.MemorySwap,
 			NanoCPUs:   int64(cfg.CPUs * 1e9),
 			PidsLimit:  &pids,
-			Ulimits:    ulimits(cfg.Ulimits),
+			Ulimits:    ulimits(limits),
 		},
 	}
 	spec.Network = &network.NetworkingConfig{}
