@@ -83,8 +83,10 @@ func TestCLIGVisor(t *testing.T) {
 	})
 	t.Run("tty", func(t *testing.T) {
 		// isatty, not tty(1): gVisor 20221219 names the terminal host:[N] in /proc/self/fd,
-		// so ttyname fails although the descriptor is a terminal.
-		cmd := c.Cmd("exec", "-n", name, "-i", "-t", "--", "python3", "-c", "import os; print(os.isatty(0), os.isatty(1), os.get_terminal_size())")
+		// so ttyname fails although the descriptor is a terminal. Through the engine's exec
+		// (API 1.41) sbx sets the size just after the start, so the command waits for it.
+		script := "import os, time\nwhile os.get_terminal_size().columns == 0: time.sleep(0.01)\nprint(os.isatty(0), os.isatty(1), os.get_terminal_size())"
+		cmd := c.Cmd("exec", "-n", name, "-i", "-t", "--", "python3", "-c", script)
 		term := c.StartOnTerminal(cmd, 33, 101)
 		if err := cmd.Wait(); err != nil {
 			t.Fatalf("-t: %v\n%q", err, term.Output())
