@@ -194,6 +194,7 @@ func (b *bench) cases() []Case {
 	if b.hasCp() {
 		cs = append(cs, b.copyCases()...)
 	}
+	cs = append(cs, b.gvisorCases()...)
 	return append(cs, b.egressCase())
 }
 

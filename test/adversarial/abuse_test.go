@@ -15,25 +15,17 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/internal/clitest"
-	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
-// Each abuse runs through sbx exec against the default configuration, at each isolation level,
-// then the sandbox must answer again: a sandbox that a bomb leaves unusable is a denial of
-// service on its user.
+// Each abuse runs through sbx exec against the default configuration, then the sandbox must
+// answer again: a sandbox that a bomb leaves unusable is a denial of service on its user.
 func TestResourceAbuse(t *testing.T) {
-	for _, iso := range isolations {
-		t.Run(iso, func(t *testing.T) { resourceAbuse(t, iso) })
-	}
-}
-
-func resourceAbuse(t *testing.T, iso string) {
-	sc := abuseGroups[iso].start(t)
+	sc := abuseGroup.start(t)
 	s := newSBX(t)
 	installProbe(t, s.Project, "probe", 0o755)
-	name := sandboxName("abuse-" + iso)
-	if r := s.Run("create", "-n", name, "--isolation", iso); r.Code != 0 {
+	name := sandboxName("abuse")
+	if r := s.Run("create", "-n", name); r.Code != 0 {
 		t.Fatalf("create: %s", r)
 	}
 	abuse := func(label string, f func(t *testing.T, s *clitest.CLI)) {
@@ -116,7 +108,7 @@ func resourceAbuse(t *testing.T, iso string) {
 // on the engine's host). This test pins that documented behaviour: if a cap appears, update
 // it and the README.
 func TestResourceAbuseWorkspaceVolumeIsUncapped(t *testing.T) {
-	abuseGroups[config.IsolationContainer].start(t)
+	abuseGroup.start(t)
 	s := newSBX(t)
 	s.Write(".sbx.yaml", "workspace: none\n")
 	name := sandboxName("nonews")
@@ -167,7 +159,7 @@ func (w countingWriter) Write(p []byte) (int, error) {
 // which the engine keeps as the container's log on its own disk. 300 MiB written there leaves
 // at most the documented 1 MiB (json-file, max-size 1m, one file).
 func TestResourceAbuseContainerLogIsCapped(t *testing.T) {
-	sc := abuseGroups[config.IsolationContainer].start(t)
+	sc := abuseGroup.start(t)
 	sc.case_(t)
 	s := newSBX(t)
 	name := sandboxName("logflood")
