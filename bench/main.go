@@ -202,6 +202,7 @@ func (b *bench) cases() []Case {
 		cs = append(cs, b.copyCases()...)
 	}
 	cs = append(cs, b.overlayCases()...)
+	cs = append(cs, b.gvisorCases()...)
 	return append(append(cs, b.egressCase()), b.forwardCases()...)
 }
 

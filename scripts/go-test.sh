@@ -9,7 +9,7 @@ trap 'rm -f "$log"' EXIT
 set +e
 # A test's message that spans lines continues, indented further, under its file:line.
 go test -v "$@" 2>&1 | tee "$log" | awk '
-	/^(ok|FAIL|panic:)|^[ \t]*--- (FAIL|SKIP)|_test\.go:[0-9]+:|\.txtar:[0-9]+:|^[a-z -]+: [0-9]+ passed, [0-9]+ failed/ { print; more = /_test\.go:[0-9]+:/; fflush(); next }
+	/^(ok|FAIL|panic:)|^[ \t]*--- (FAIL|SKIP)|_test\.go:[0-9]+:|\.txtar:[0-9]+:|^[a-z ()-]+: [0-9]+ passed, [0-9]+ failed/ { print; more = /_test\.go:[0-9]+:/; fflush(); next }
 	more && /^        / { print; fflush(); next }
 	{ more = 0 }'
 status=${PIPESTATUS[0]}

@@ -90,6 +90,68 @@ ensure_tool() {
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
 
+# ensure_gvisor installs Debian's runsc and registers it with the engine as runsc-sbx, the
+# runtime sbx's isolation: gvisor asks for, with the flags sbx checks for (pkg/sandbox/gvisor.go
+# GVisorRuntimeArgs). It merges the entry into /etc/docker/daemon.json, keeping everything else,
+# and reloads dockerd with SIGHUP, which restarts no container; nothing changes when the
+# engine already lists the runtime with those flags.
+GVISOR_RUNTIME=runsc-sbx
+GVISOR_ARGS='["--platform=ptrace", "--network=host", "--oci-seccomp"]'
+gvisor_registered() {
+	docker info --format '{{json .Runtimes}}' 2>/dev/null | python3 -c '
+import json, sys
+want = json.loads(sys.argv[2])
+rt = json.load(sys.stdin).get(sys.argv[1]) or {}
+sys.exit(0 if all(a in (rt.get("runtimeArgs") or []) for a in want) else 1)' "$GVISOR_RUNTIME" "$GVISOR_ARGS"
+}
+ensure_gvisor() {
+	# The engine's list outlives the binary (removing the package leaves the entry).
+	ensure_tool runsc runsc
+	if gvisor_registered; then
+		say "gVisor runtime $GVISOR_RUNTIME registered"
+		return
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		die "the engine has no $GVISOR_RUNTIME runtime with the flags sbx needs and this is not root, so it cannot be registered here.
+hint: sbx doctor prints the daemon.json entry to add"
+	fi
+	local conf=/etc/docker/daemon.json pid
+	say "registering $GVISOR_RUNTIME in $conf (other settings kept) and reloading dockerd (SIGHUP: no container restarts)"
+	mkdir -p /etc/docker
+	python3 - "$conf" "$GVISOR_RUNTIME" "$(command -v runsc)" "$GVISOR_ARGS" <<'PY'
+import json, os, sys
+conf, name, path, args = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+cfg = {}
+if os.path.exists(conf) and os.path.getsize(conf) > 0:
+    with open(conf) as f:
+        cfg = json.load(f)
+cfg.setdefault("runtimes", {})[name] = {"path": path, "runtimeArgs": args}
+with open(conf + ".tmp", "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+os.replace(conf + ".tmp", conf)
+PY
+	# The dockerd this script started, else the packaged one's pid file; never a guess by
+	# name, which could be a private engine of a test.
+	pid=
+	for f in "$STATE_DIR/dockerd.pid" /var/run/docker.pid; do
+		if [ -s "$f" ] && [ "$(cat "/proc/$(cat "$f")/comm" 2>/dev/null)" = dockerd ]; then
+			pid=$(cat "$f")
+			break
+		fi
+	done
+	[ -n "$pid" ] || die "no dockerd pid file names a running dockerd; restart the engine to pick up $conf"
+	kill -HUP "$pid"
+	for _ in $(seq 1 30); do
+		if gvisor_registered; then
+			say "gVisor runtime $GVISOR_RUNTIME registered"
+			return
+		fi
+		sleep 1
+	done
+	die "dockerd (pid $pid) did not pick up $GVISOR_RUNTIME from $conf within 30 s; is it started with another --config-file?"
+}
+
 ensure_engine
 ensure_base_image
 # The linters make test runs: for the scripts sbx runs inside sandboxes, and for the agent.
@@ -99,3 +161,5 @@ ensure_tool pyflakes3 pyflakes3
 # The pull tests start Debian's registry on loopback with basic auth from an htpasswd file.
 ensure_tool docker-registry docker-registry
 ensure_tool htpasswd apache2-utils
+# After pyflakes3, which brings python3: the daemon.json merge is written in it.
+ensure_gvisor

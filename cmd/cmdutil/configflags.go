@@ -36,12 +36,13 @@ var configFlagList = []configFlag{
 	{flag: "egress", key: "egress", list: true, usage: "let the sandbox reach `DEST` through sbx's proxy: a name, address, network or @preset (repeatable; network none)"},
 	{flag: "bind", key: "binds", list: true, usage: "bind `HOST:CONTAINER[:ro]` (repeatable; HOST absolute, inside the project)"},
 	{flag: "user", key: "user", usage: "numeric `uid:gid` to run as"},
-	{flag: "runtime", key: "runtime", usage: "OCI `RUNTIME`, e.g. runsc for gVisor"},
+	{flag: "isolation", key: "isolation", usage: "kernel boundary `LEVEL`: container, or gvisor (gVisor's user-space kernel)"},
+	{flag: "runtime", key: "runtime", usage: "OCI `RUNTIME` registered with the engine, for runtimes other than gVisor"},
 	{flag: "idle-stop", key: "idleStop", usage: "stop the sandbox after `DURATION` unused, such as 15m (0: never)"},
 }
 
 // AddConfigFlags adds --profile --image --workspace --network --memory --cpus --pids-limit
-// --env --egress --bind --user --runtime --idle-stop to fs, but those named in omit (a command whose
+// --env --egress --bind --user --isolation --runtime --idle-stop to fs, but those named in omit (a command whose
 // flag of that name means something else). Values are checked by the config resolver, so a
 // bad one is reported with its flag like any other refused setting.
 func AddConfigFlags(fs *pflag.FlagSet, omit ...string) *ConfigFlags {

@@ -203,10 +203,9 @@ func infoChecks(info system.Info) []Check {
 	rt := Check{Name: "runtimes", Status: StatusOK, Required: true, Detail: strings.Join(runtimes, ", ") + " (default " + info.DefaultRuntime + ")"}
 	if _, ok := info.Runtimes["runc"]; !ok {
 		rt.Status, rt.Fix = StatusFail, "install runc; it is the runtime sbx is tested with"
-	} else if _, ok := info.Runtimes["runsc"]; ok {
-		rt.Detail += "; gVisor available: set runtime: runsc for a stronger boundary"
 	}
 	add(rt)
+	add(gvisorCheck(info))
 
 	initCheck := Check{Name: "init", Status: StatusOK, Required: true, Detail: strings.TrimSpace(orUnknown(info.InitBinary) + " " + info.InitCommit.ID)}
 	if info.InitBinary == "" {
@@ -220,6 +219,15 @@ func infoChecks(info system.Info) []Check {
 	}
 	add(runc)
 	return checks
+}
+
+// gvisorCheck says whether isolation: gvisor works on the engine, and how to make it work; not
+// required, as only sandboxes that ask for gVisor need it.
+func gvisorCheck(info system.Info) Check {
+	if p := sandbox.GVisorProblem(info); p != "" {
+		return Check{Name: "gvisor", Status: StatusWarn, Detail: p + ": isolation: gvisor is refused", Fix: sandbox.GVisorSetup()}
+	}
+	return Check{Name: "gvisor", Status: StatusOK, Detail: "isolation: gvisor runs sandboxes under " + config.GVisorRuntime + " (" + info.Runtimes[config.GVisorRuntime].Path + ")"}
 }
 
 // secOptName reads the name out of an engine security option such as "name=seccomp,profile=default".

@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 func healthyInfo() system.Info {
@@ -52,6 +53,13 @@ func TestInfoChecks(t *testing.T) {
 		{"no runc", func(i *system.Info) { i.Runtimes = map[string]system.RuntimeWithStatus{"crun": {}} }, "runtimes", StatusFail},
 		{"no init", func(i *system.Info) { i.InitBinary = "" }, "init", StatusFail},
 		{"runc version unknown", func(i *system.Info) { i.RuncCommit.ID = "N/A" }, "runc", StatusWarn},
+		{"no gVisor runtime", func(*system.Info) {}, "gvisor", StatusWarn},
+		{"gVisor registered without a flag sbx needs", func(i *system.Info) {
+			i.Runtimes["runsc-sbx"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: []string{"--platform=ptrace"}}}
+		}, "gvisor", StatusWarn},
+		{"gVisor registered", func(i *system.Info) {
+			i.Runtimes["runsc-sbx"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: sandbox.GVisorRuntimeArgs}}
+		}, "gvisor", StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,6 +78,7 @@ func builtinDefaults() Config {
 		Ulimits:        map[string]Ulimit{"nofile": {Soft: 4096, Hard: 4096}, "core": {Soft: 0, Hard: 0}},
 		Timeout:        10 * time.Minute,
 		Evict:          EvictPause,
+		Isolation:      IsolationContainer,
 		Env:            map[string]string{"LANG": "C.UTF-8"},
 		PassEnv:        []string{},
 		Binds:          []Bind{},

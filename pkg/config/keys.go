@@ -121,8 +121,11 @@ var registry = []*keyDef{
 	{name: "apparmorProfile", kind: kString, env: "SBX_APPARMOR_PROFILE", defDoc: "the engine's default profile",
 		doc:   "AppArmor profile name; unconfined is refused",
 		field: func(c *Config) any { return &c.ApparmorProfile }},
+	{name: "isolation", kind: kString, env: "SBX_ISOLATION", enum: []string{IsolationContainer, IsolationGVisor},
+		doc:   "the kernel boundary: container = the host's kernel behind namespaces, seccomp and dropped capabilities; gvisor = also gVisor's user-space kernel (the runsc-sbx runtime), which only tightens",
+		field: func(c *Config) any { return &c.Isolation }},
 	{name: "runtime", kind: kString, env: "SBX_RUNTIME", defDoc: "the engine's default runtime",
-		doc:   "OCI runtime, e.g. runsc for gVisor",
+		doc:   "OCI runtime registered with the engine, for runtimes other than gVisor (isolation: gvisor picks its own); empty = the engine's default",
 		field: func(c *Config) any { return &c.Runtime }},
 	{name: "caCerts", kind: kString, env: "SBX_CA_CERTS", defDoc: "none: only the image's own CAs",
 		doc:   "extra CA certificates the sandbox's tools trust: a PEM file, a directory of *.crt and *.pem files, or host (the CAs added to this machine's system store); a relative path starts at the directory of the file that sets it",
@@ -204,6 +207,26 @@ const (
 	EvictPause = "pause"
 	EvictStop  = "stop"
 )
+
+// Isolation values: the kernel boundary between the sandbox and the host.
+const (
+	IsolationContainer = "container"
+	IsolationGVisor    = "gvisor"
+)
+
+// GVisorRuntime is the engine runtime isolation: gvisor runs sandboxes under: runsc registered
+// with the flags sbx needs (the ptrace platform, the sandbox's own network namespace, sbx's
+// seccomp filter applied inside gVisor too), so a plain runsc registration cannot be mistaken
+// for it.
+const GVisorRuntime = "runsc-sbx"
+
+// EngineRuntime is the runtime the engine runs the sandbox under; "" is the engine's default.
+func (c Config) EngineRuntime() string {
+	if c.Isolation == IsolationGVisor {
+		return GVisorRuntime
+	}
+	return c.Runtime
+}
 
 // Workspace values.
 const (

@@ -212,6 +212,12 @@ var looseningRules = map[string]func(j *judge){
 			j.add("apparmorProfile", p, "replaces the engine's AppArmor profile with "+p)
 		}
 	},
+	"isolation": func(j *judge) {
+		// gvisor only adds a kernel of its own; container asks for less than the user's gvisor.
+		if iso := j.full.Config.Isolation; iso != j.base.Config.Isolation && iso != IsolationGVisor {
+			j.add("isolation", iso, "runs the sandbox on the host's kernel instead of gVisor's, which your own settings ask for")
+		}
+	},
 	"runtime": func(j *judge) {
 		// gVisor puts a kernel of its own between the sandbox and the host: stronger, never weaker.
 		if rt := j.full.Config.Runtime; rt != j.base.Config.Runtime && rt != "runsc" {

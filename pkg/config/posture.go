@@ -121,13 +121,15 @@ func Posture(r *Resolved) []PostureItem {
 			add("bind", key, LevelWeak, b.String()+" (read-write)", "code can change the files under "+b.Source)
 		}
 	}
-	switch rt := c.Runtime; rt {
-	case "":
-		add("runtime", "runtime", LevelOK, "the engine's default (usually runc)", "")
-	case "runsc":
-		add("runtime", "runtime", LevelOK, "runsc (gVisor): a user-space kernel between the sandbox and the host", "")
+	switch rt := c.Runtime; {
+	case c.Isolation == IsolationGVisor:
+		add("isolation", "isolation", LevelOK, "gVisor ("+GVisorRuntime+", ptrace platform): a user-space kernel answers the sandbox's system calls, the host's kernel sees only gVisor's", "")
+	case rt == "":
+		add("isolation", "isolation", LevelOK, "container: the host's kernel, behind namespaces, seccomp and dropped capabilities (the engine's default runtime, usually runc)", "")
+	case rt == "runsc":
+		add("isolation", "runtime", LevelOK, "runsc (gVisor, registered by you): a user-space kernel between the sandbox and the host", "")
 	default:
-		add("runtime", "runtime", LevelOK, rt, "")
+		add("isolation", "runtime", LevelOK, "container under the runtime "+rt, "")
 	}
 	if c.CACerts != "" {
 		add("CA certificates", "caCerts", LevelWeak, "tools trust "+caText(c.CACerts)+" besides the image's own",

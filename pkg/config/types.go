@@ -34,6 +34,7 @@ type Config struct {
 	Binds           []Bind            `json:"binds"`
 	SeccompProfile  string            `json:"seccompProfile"`  // "" = sbx's built-in profile, else a file path
 	ApparmorProfile string            `json:"apparmorProfile"` // "" = engine default
+	Isolation       string            `json:"isolation"`       // container | gvisor
 	Runtime         string            `json:"runtime"`         // "" = engine default
 	CACerts         string            `json:"caCerts"`         // "" = none, "host", else an absolute path
 	Egress          []string          `json:"egress"`          // destinations and presets the proxy allows; empty = no proxy

@@ -471,8 +471,20 @@ func (v *validator) securityProfiles() {
 	case !apparmorRE.MatchString(ap):
 		v.refuse("apparmorProfile", ap, "not an AppArmor profile name", "use the name of a loaded profile (aa-status lists them)")
 	}
-	if rt := v.c.Runtime; rt != "" && !netNameRE.MatchString(rt) {
+	switch rt := v.c.Runtime; {
+	case rt == "":
+	case !netNameRE.MatchString(rt):
 		v.refuse("runtime", rt, "not a runtime name", "use a runtime the engine knows, such as runc or runsc (docker info lists them)")
+	case v.c.Isolation == IsolationGVisor:
+		v.refuse("runtime", rt, "isolation: gvisor already picks the runtime ("+GVisorRuntime+"), so the two disagree",
+			"remove runtime to run under gVisor, or set isolation: container to run under "+rt)
+	case rt == GVisorRuntime:
+		v.refuse("runtime", rt, "sbx's gVisor runtime is chosen by isolation: gvisor, which also changes how sbx runs commands there",
+			"remove runtime and set isolation: gvisor")
+	}
+	if v.c.Isolation == IsolationGVisor && v.c.IdleStop != 0 {
+		v.refuse("idleStop", FormatDuration(v.c.IdleStop), "a sandbox stops itself through sbx's agent, which gVisor cannot hand its socket to",
+			"set idleStop to 0 (sbx stop, or sbx prune, stops it instead), or use isolation: container")
 	}
 }
 

@@ -50,13 +50,14 @@ func AgentsSupported(host string) bool {
 	return err == nil && fi.Mode().Type() == os.ModeSocket
 }
 
-// agentDir is the host directory for the agent socket of a new sandbox name on image, or ""
-// when the sandbox gets no agent.
-func (m *Manager) agentDir(name, image string) string {
-	if !m.Agents || m.State == nil {
+// agentDir is the host directory for the agent socket of a new sandbox name with cfg, or ""
+// when the sandbox gets no agent: an image that is not bundled, or gVisor, where accept on the
+// listener sbx hands over fails (EINVAL: gVisor cannot listen on a host socket it was given).
+func (m *Manager) agentDir(name string, cfg config.Config) string {
+	if !m.Agents || m.State == nil || cfg.Isolation == config.IsolationGVisor {
 		return ""
 	}
-	if _, bundled := images.ProfileFor(image); !bundled {
+	if _, bundled := images.ProfileFor(cfg.Image); !bundled {
 		return ""
 	}
 	return m.State.agentDir(name)
@@ -124,7 +125,7 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 func (m *Manager) agentReady(sb *Sandbox) error {
 	switch v := sb.Labels[LabelAgent]; {
 	case v == "":
-		return noAgentf("sandbox %q has no agent (an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
+		return noAgentf("sandbox %q has no agent (isolation gvisor, an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
 	case m.agentDirOf(sb) == "":
 		return noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
 	case v != agent.Version:

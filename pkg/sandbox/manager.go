@@ -360,6 +360,9 @@ func (m *Manager) idleFor(sb *Sandbox) time.Duration {
 }
 
 func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
+	if err := m.checkIsolation(ctx, in.Config); err != nil {
+		return nil, err
+	}
 	// Before anything slow (an image build): a project that cannot be protected is refused.
 	plan, err := m.protection(in)
 	if err != nil {
@@ -400,7 +403,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		in.ImageLabels = img.Config.Labels
 	}
 	in.CreatedAt = m.Now()
-	in.AgentDir = m.agentDir(in.Name, in.Config.Image)
+	in.AgentDir = m.agentDir(in.Name, in.Config)
 	if in.Config.Workspace == config.WorkspaceOverlay {
 		in.OverlayDir = m.State.overlayDir(in.Name)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
 	dockerspec "github.com/moby/docker-image-spec/specs-go/v1"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -979,5 +980,50 @@ func TestChangeEgress(t *testing.T) {
 	}
 	if _, err := m.ChangeEgress(ctx, "plain-123456", true, []string{"pypi.org"}); errs.ExitCode(err) != errs.CodeError || !strings.Contains(err.Error(), "has no egress rules") || errs.Hint(err) == "" {
 		t.Errorf("a sandbox without egress: %v", err)
+	}
+}
+
+// A gVisor sandbox on an engine without sbx's runsc registration (or with one that lacks a
+// flag sbx needs) is refused before anything is made, with the daemon.json entry as the fix;
+// with it, the sandbox is created under runsc-sbx and without the agent.
+func TestCreateGVisorChecksTheRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		runtimes map[string]system.RuntimeWithStatus
+		want     string
+	}{
+		{"none", map[string]system.RuntimeWithStatus{"runc": {}}, "the engine has no runtime named runsc-sbx"},
+		{"a flag missing", map[string]system.RuntimeWithStatus{"runsc-sbx": {Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: []string{"--platform=ptrace"}}}},
+			"runsc-sbx runtime lacks --network=host --oci-seccomp"},
+		{"registered", map[string]system.RuntimeWithStatus{"runsc-sbx": {Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: sandbox.GVisorRuntimeArgs}}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := creatingEngine("c1")
+			var host *container.HostConfig
+			var cfg *container.Config
+			fake.ContainerCreateFn = func(_ context.Context, c *container.Config, h *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+				cfg, host = c, h
+				return container.CreateResponse{ID: "c1"}, nil
+			}
+			fake.InfoFn = func(context.Context) (system.Info, error) { return system.Info{Runtimes: tc.runtimes}, nil }
+			in := specInput()
+			in.Config.Isolation = config.IsolationGVisor
+			m := fakeManager(t, fake)
+			m.Agents = true
+			res, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(errs.Hint(err), `"runsc-sbx": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=host", "--oci-seccomp"]}`) || host != nil {
+					t.Fatalf("got %v (hint %q), created: %v", err, errs.Hint(err), host != nil)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Lease.Release()
+			if host.Runtime != "runsc-sbx" || cfg.Labels[sandbox.LabelAgent] != "" || !slices.Equal(cfg.Cmd, sandbox.KeepAlive) {
+				t.Errorf("runtime %q, agent label %q, cmd %q", host.Runtime, cfg.Labels[sandbox.LabelAgent], cfg.Cmd)
+			}
+		})
 	}
 }

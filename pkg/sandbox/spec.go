@@ -276,7 +276,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 
-	pids := cfg.PidsLimit
+	pids, limits := cfg.PidsLimit, cfg.Ulimits
+	if cfg.Isolation == config.IsolationGVisor {
+		pids, limits = gvisorPids(cfg.PidsLimit, cfg.Ulimits)
+	}
 	init := cfg.Init
 	spec.Host = &container.HostConfig{
 		ReadonlyRootfs: cfg.ReadOnlyRoot,
@@ -290,7 +293,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig:      container.LogConfig{Type: logDriver, Config: map[string]string{"max-size": logMaxSize, "max-file": "1"}},
-		Runtime:        cfg.Runtime,
+		Runtime:        cfg.EngineRuntime(),
 		DNS:            slices.Clone(cfg.DNS),
 		ExtraHosts:     slices.Clone(cfg.ExtraHosts),
 		ShmSize:        cfg.ShmSize,
@@ -299,7 +302,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			MemorySwap: cfg.MemorySwap,
 			NanoCPUs:   int64(cfg.CPUs * 1e9),
 			PidsLimit:  &pids,
-			Ulimits:    ulimits(cfg.Ulimits),
+			Ulimits:    ulimits(limits),
 		},
 	}
 	spec.Network = &network.NetworkingConfig{}
@@ -471,6 +474,10 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, 
 		// Only when set, so sandboxes without setup keep their hash: a changed setup runs
 		// another derived image.
 		kept["setup"], _ = json.Marshal(cfg.Setup)
+	}
+	if cfg.Isolation == config.IsolationGVisor {
+		// Only when set, so sandboxes made before the key keep their hash.
+		kept["isolation"], _ = json.Marshal(cfg.Isolation)
 	}
 	if cfg.CACerts != "" {
 		// Only when set, so sandboxes without extra CAs keep their hash.

@@ -566,6 +566,43 @@ func TestBuildSpecCACerts(t *testing.T) {
 	}
 }
 
+// isolation: gvisor runs the sandbox under sbx's runsc registration, without the agent (gVisor
+// cannot accept on a listener handed over from the host), and shapes the sandbox; the default
+// leaves the hash of sandboxes made before the key as it was.
+func TestBuildSpecGVisor(t *testing.T) {
+	base := buildTestSpec(t, nil)
+	explicit := buildTestSpec(t, func(in *SpecInput) { in.Config.Isolation = config.IsolationContainer })
+	if base.Hash != explicit.Hash || strings.Contains(base.Shape, "isolation") {
+		t.Errorf("isolation: container changed the hash or the shape: %s", explicit.Shape)
+	}
+	gv := buildTestSpec(t, func(in *SpecInput) { in.Config.Isolation = config.IsolationGVisor })
+	if gv.Host.Runtime != "runsc-sbx" || base.Host.Runtime != "" {
+		t.Errorf("runtimes %q (gvisor) and %q (container)", gv.Host.Runtime, base.Host.Runtime)
+	}
+	if *gv.Host.PidsLimit != 256*10+256 || *base.Host.PidsLimit != 256 {
+		t.Errorf("engine pids limits %d (gvisor) and %d (container)", *gv.Host.PidsLimit, *base.Host.PidsLimit)
+	}
+	var nproc *container.Ulimit
+	for _, u := range gv.Host.Ulimits {
+		if u.Name == "nproc" {
+			nproc = u
+		}
+	}
+	if nproc == nil || nproc.Soft != 256 || nproc.Hard != 256 {
+		t.Errorf("gVisor does not hold the sandbox to pidsLimit: nproc %+v", nproc)
+	}
+	lower := buildTestSpec(t, func(in *SpecInput) {
+		in.Config.Isolation = config.IsolationGVisor
+		in.Config.Ulimits = map[string]config.Ulimit{"nproc": {Soft: 50, Hard: 100}}
+	})
+	if u := lower.Host.Ulimits[0]; u.Name != "nproc" || u.Soft != 50 || u.Hard != 100 {
+		t.Errorf("a lower nproc of the config's was raised: %+v", u)
+	}
+	if gv.Hash == base.Hash || !slices.Equal(ShapeDiff(base.Shape, gv.Shape), []string{"isolation"}) {
+		t.Errorf("gvisor does not show as a change of isolation: %v", ShapeDiff(base.Shape, gv.Shape))
+	}
+}
+
 func TestConfigShapeEgress(t *testing.T) {
 	shape := func(rules ...string) string {
 		cfg := safeConfig()

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/sbx-sandbox/sbx/internal/clitest"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
@@ -92,14 +93,30 @@ type group struct {
 	passed, failed, cannot int
 }
 
+// isolations are the levels the probes from inside run at, each counted apart: gVisor must
+// hold against the same probes as the default.
+var isolations = []string{config.IsolationContainer, config.IsolationGVisor}
+
+// atLevels is one group per isolation level.
+func atLevels(name string) map[string]*group {
+	out := map[string]*group{}
+	for _, iso := range isolations {
+		out[iso] = &group{name: name + " (" + iso + ")"}
+	}
+	return out
+}
+
 var (
-	probesGroup  = &group{name: "probes from inside"}
+	probesGroups = atLevels("probes from inside")
 	abuseGroup   = &group{name: "resource abuse"}
 	configGroup  = &group{name: "hostile configuration"}
 	filesGroup   = &group{name: "hostile files"}
 	faultsGroup  = &group{name: "load and faults"}
 	trustGroup   = &group{name: "untrusted project files"}
-	groups       = []*group{probesGroup, abuseGroup, configGroup, filesGroup, faultsGroup, trustGroup}
+	groups       = []*group{
+		probesGroups[config.IsolationContainer], probesGroups[config.IsolationGVisor],
+		abuseGroup, configGroup, filesGroup, faultsGroup, trustGroup,
+	}
 	cannotPrefix = "cannot run here: "
 )
 

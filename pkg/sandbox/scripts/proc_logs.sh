@@ -10,7 +10,7 @@ read -r chunk 2>/dev/null <"$p/chunk"
 declare -A pos=([stdout]=0 [stderr]=0)
 total() { local n='' sz; read -r n 2>/dev/null <"$p/$1.n"; tot=0
 	[ -n "$n" ] || return 0
-	sz=$(stat -c %s -- "$p/$1.$((n % 4))" 2>/dev/null) || sz=0
+	sz=$(wc -c <"$p/$1.$((n % 4))" 2>/dev/null) || sz=0 # not stat: see proc_launch.sh
 	tot=$((n * chunk + sz)); }
 emit() { local g=${pos[$1]} n='' k off e
 	read -r n 2>/dev/null <"$p/$1.n"; [ -n "$n" ] || return 0

@@ -19,7 +19,7 @@ for d in "$1"/*/; do
 		state=idle; flock -n "$d/lock" true 2>/dev/null || state=busy
 		cwd=$(readlink "/proc/$sp/cwd" 2>/dev/null)
 	fi
-	last=$(stat -c %Y -- "$d/last" 2>/dev/null)
+	last=$(date -r "$d/last" +%s 2>/dev/null) # not stat, which fails under gVisor 20221219
 	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$state" "$sp" "$sep" "$last" "${cwd//[$'\t\n']/ }"
 done
 exit 0

@@ -1,0 +1,221 @@
+package cmd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+)
+
+// hostRelease is uname -r of the machine the tests run on, which the engine's kernel is.
+func hostRelease(t *testing.T) string {
+	t.Helper()
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
+}
+
+// A sandbox with isolation: gvisor runs under sbx's runsc registration and answers with
+// gVisor's kernel, and everything a user does in a sandbox works there as in a container:
+// exec with its exit status and streams, -i, -t, the timeout, cp both ways, shell sessions,
+// background processes, run, egress and --rm. make test registers the runtime
+// (scripts/test-env.sh), so a missing one fails here instead of skipping.
+func TestCLIGVisor(t *testing.T) {
+	c := newCLI(t)
+	name := cliRun + "-gv"
+	if r := c.Run("create", "-n", name, "--isolation", "gvisor"); r.Code != 0 {
+		t.Fatalf("create: %s", r)
+	}
+	ctr, err := c.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctr.HostConfig.Runtime != config.GVisorRuntime || ctr.Config.Labels[sandbox.LabelAgent] != "" {
+		t.Fatalf("runtime %q, agent %q", ctr.HostConfig.Runtime, ctr.Config.Labels[sandbox.LabelAgent])
+	}
+	exec := func(args ...string) (string, string, int) {
+		t.Helper()
+		r := c.Run(append([]string{"exec", "-n", name}, args...)...)
+		return r.Stdout, r.Stderr, r.Code
+	}
+
+	t.Run("kernel", func(t *testing.T) {
+		host := hostRelease(t)
+		out, _, code := exec("--", "uname", "-r")
+		if code != 0 || strings.TrimSpace(out) == "" || strings.TrimSpace(out) == host {
+			t.Errorf("uname -r: %q (exit %d); the host's is %q", out, code, host)
+		}
+		// gVisor's boot messages, from its own kernel's log, not the host's.
+		if out, _, code := exec("--", "dmesg"); code != 0 || !strings.Contains(out, "Starting gVisor") {
+			t.Errorf("dmesg: exit %d %.300q", code, out)
+		}
+	})
+	t.Run("exec", func(t *testing.T) {
+		out, errOut, code := exec("--", "bash", "-c", "id -u; echo to-stderr >&2; exit 7")
+		if code != 7 || out != "1000\n" || errOut != "to-stderr\n" {
+			t.Errorf("exit %d stdout %q stderr %q", code, out, errOut)
+		}
+		r := c.Run("exec", "-n", name, "--debug", "--", "true")
+		if r.Code != 0 || !strings.Contains(r.Stderr, "command through the engine's exec") || !strings.Contains(r.Stderr, "isolation gvisor") {
+			t.Errorf("--debug does not say the engine's exec runs it, and why: %s", r)
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		cmd := c.Cmd("exec", "-n", name, "-i", "--", "sh", "-c", "wc -c; cat /dev/null")
+		cmd.Stdin = strings.NewReader(strings.Repeat("x", 100000))
+		if r := c.RunIn(cmd); r.Code != 0 || strings.TrimSpace(r.Stdout) != "100000" {
+			t.Errorf("-i: %s", r)
+		}
+	})
+	t.Run("tty", func(t *testing.T) {
+		// isatty, not tty(1): gVisor 20221219 names the terminal host:[N] in /proc/self/fd,
+		// so ttyname fails although the descriptor is a terminal. Through the engine's exec
+		// (API 1.41) sbx sets the size just after the start, so the command waits for it.
+		script := "import os, time\nwhile os.get_terminal_size().columns == 0: time.sleep(0.01)\nprint(os.isatty(0), os.isatty(1), os.get_terminal_size())"
+		cmd := c.Cmd("exec", "-n", name, "-i", "-t", "--", "python3", "-c", script)
+		term := c.StartOnTerminal(cmd, 33, 101)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("-t: %v\n%q", err, term.Output())
+		}
+		if out := term.Closed(); !strings.Contains(out, "True True os.terminal_size(columns=101, lines=33)") {
+			t.Errorf("-i -t: no terminal of the right size inside: %q", out)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		r := c.Run("exec", "-n", name, "--timeout", "2s", "--", "sh", "-c", "sleep 300 & sleep 301")
+		if r.Code != 124 || !strings.Contains(r.Stderr, "timed out after 2s") {
+			t.Fatalf("timeout: %s", r)
+		}
+		if left := c.sleepers(name); left != "" {
+			t.Errorf("the timed-out command left %q", left)
+		}
+	})
+	t.Run("cp", func(t *testing.T) {
+		src := filepath.Join(t.TempDir(), "in")
+		if err := os.MkdirAll(filepath.Join(src, "d"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, "d", "f"), []byte("payload\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if r := c.Run("cp", src, name+":/tmp/in"); r.Code != 0 {
+			t.Fatalf("cp in: %s", r)
+		}
+		if out, _, code := exec("--", "sh", "-c", "cat /tmp/in/d/f; echo back > /tmp/in/d/g"); code != 0 || out != "payload\n" {
+			t.Fatalf("copied in: exit %d %q", code, out)
+		}
+		dst := filepath.Join(t.TempDir(), "out")
+		if r := c.Run("cp", name+":/tmp/in", dst); r.Code != 0 {
+			t.Fatalf("cp out: %s", r)
+		}
+		if b, err := os.ReadFile(filepath.Join(dst, "d", "g")); err != nil || string(b) != "back\n" {
+			t.Errorf("copied out: %q %v", b, err)
+		}
+	})
+	t.Run("sh", func(t *testing.T) {
+		sh := func(args ...string) (string, string, int) {
+			t.Helper()
+			r := c.Run(append([]string{"sh", "-n", name}, args...)...)
+			return r.Stdout, r.Stderr, r.Code
+		}
+		if _, errOut, code := sh("-c", "cd /tmp && export X=1"); code != 0 {
+			t.Fatalf("first call: exit %d %q", code, errOut)
+		}
+		if out, errOut, code := sh("-c", "pwd; echo $X; echo e >&2; return 3"); code != 3 || out != "/tmp\n1\n" || errOut != "e\n" {
+			t.Errorf("state: exit %d stdout %q stderr %q", code, out, errOut)
+		}
+		if out, _, code := sh("--timeout", "1s", "-c", "sleep 300; echo not-here"); code != 124 || strings.Contains(out, "not-here") {
+			t.Errorf("timeout: exit %d %q", code, out)
+		}
+		if out, _, code := sh("-c", "echo $X"); code != 0 || out != "1\n" {
+			t.Errorf("the session did not survive its timeout: exit %d %q", code, out)
+		}
+		if out, _, code := sh("--list"); code != 0 || !strings.Contains(out, "default\tidle") {
+			t.Errorf("--list: exit %d %q", code, out)
+		}
+	})
+	t.Run("background", func(t *testing.T) {
+		// More than a chunk of the output ring, so its rotation (which takes sizes with wc)
+		// is exercised; logs -f returns when the process has exited and all is shown.
+		r := c.Run("exec", "-n", name, "-d", "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a; echo; echo end")
+		id := strings.TrimSpace(r.Stdout)
+		if r.Code != 0 || id == "" {
+			t.Fatalf("exec -d: %s", r)
+		}
+		if r := c.Run("logs", "-n", name, id, "-f"); r.Code != 0 || len(r.Stdout) != 300005 || !strings.HasSuffix(r.Stdout, "a\nend\n") {
+			t.Errorf("logs -f: exit %d, %d bytes, ending %q", r.Code, len(r.Stdout), r.Stdout[max(0, len(r.Stdout)-10):])
+		}
+		r = c.Run("exec", "-n", name, "-d", "--", "sleep", "300")
+		id = strings.TrimSpace(r.Stdout)
+		if r := c.Run("ps", "-n", name); r.Code != 0 || !strings.Contains(r.Stdout, id+"\tsleep 300\trunning") {
+			t.Errorf("ps: %s", r)
+		}
+		if r := c.Run("kill", "-n", name, id); r.Code != 0 {
+			t.Errorf("kill: %s", r)
+		}
+		if r := c.Run("ps", "-n", name); !strings.Contains(r.Stdout, id+"\tsleep 300\texited (143)") {
+			t.Errorf("ps after kill: %s", r)
+		}
+	})
+	t.Run("run", func(t *testing.T) {
+		if r := c.Run("run", "-n", name, "--lang", "python", "-c", "import os; print(6*7, os.uname().release)"); r.Code != 0 || !strings.HasPrefix(r.Stdout, "42 ") || strings.Contains(r.Stdout, hostRelease(t)) {
+			t.Errorf("run: %s", r)
+		}
+	})
+	t.Run("egress", func(t *testing.T) {
+		// The proxy's own decision, with nothing sent anywhere: 192.0.2.1 is a documentation
+		// address the rule allows, and a name the rules do not allow is refused by name.
+		en := cliRun + "-gve"
+		if r := c.Run("create", "-n", en, "--isolation", "gvisor", "--egress", "192.0.2.1:9"); r.Code != 0 {
+			t.Fatalf("create: %s", r)
+		}
+		r := c.Run("exec", "-n", en, "--", "bash", "-c", `curl -sS -o /dev/null -w '%{http_code}\n' http://registry.npmjs.org/; (exec 3<>/dev/tcp/203.0.113.80/80) 2>&1 | tail -1`)
+		if !strings.HasPrefix(r.Stdout, "403\n") || !strings.Contains(r.Stdout, "unreachable") && !strings.Contains(r.Stdout, "No route to host") {
+			t.Errorf("egress under gVisor: %s", r)
+		}
+	})
+}
+
+// --rm and a project file under gVisor: a project may ask for gVisor without being trusted,
+// the throwaway sandbox runs under it and leaves nothing; a project that asks for less than
+// the user's gVisor is refused, as is idleStop, which needs the agent gVisor cannot run.
+func TestCLIGVisorConfig(t *testing.T) {
+	c := newCLI(t)
+	c.Write(".sbx.yaml", "isolation: gvisor\n")
+	r := c.Run("exec", "--rm", "--", "uname", "-r")
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) == hostRelease(t) {
+		t.Fatalf("exec --rm under gVisor: %s", r)
+	}
+	if left := c.remains(throwawayName(t, r.Stderr)); len(left) > 0 {
+		t.Errorf("--rm left %v", left)
+	}
+
+	c.Write(".sbx.yaml", "isolation: container\n")
+	userFile := filepath.Join(c.Home, ".config", "sbx", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(userFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(userFile, []byte("isolation: gvisor\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Run("exec", "--", "true"); r.Code != 125 || !strings.Contains(r.Stderr, "isolation") || !strings.Contains(r.Stderr, "sbx trust") {
+		t.Errorf("a project below the user's gVisor: %s", r)
+	}
+	if r := c.Run("create", "-n", cliRun+"-gvi", "--isolation", "gvisor", "--idle-stop", "1m"); r.Code != 125 || !strings.Contains(r.Stderr, "gVisor cannot hand its socket") {
+		t.Errorf("idleStop under gVisor: %s", r)
+	}
+}
