@@ -290,7 +290,9 @@ s.ThreadingHTTPServer(("127.0.0.1", 8000), functools.partial(s.SimpleHTTPRequest
 		!strings.Contains(r.Stderr, "port 8002 in sandbox \""+name+"\" was not ready within 1s: nothing listened on it") {
 		t.Errorf("--wait-port on a port nothing listens on: %s", r)
 	}
-	if r := c.Run("port-forward", "-n", name, "--wait=1s", "--wait-http", "/nope", "0:8000"); r.Code != 124 ||
+	// The server answers 404 in milliseconds; the wait is long so that tries finish before
+	// it ends even on a loaded machine, and what the last finished one saw is reported.
+	if r := c.Run("port-forward", "-n", name, "--wait=5s", "--wait-http", "/nope", "0:8000"); r.Code != 124 ||
 		!strings.Contains(r.Stderr, "GET /nope answered 404") {
 		t.Errorf("--wait-http on a path that is not there: %s", r)
 	}

@@ -125,6 +125,7 @@ func (m *Manager) WaitPort(ctx context.Context, sb *Sandbox, port int, httpPath 
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := "nothing listened on it"
+	answered := false // a try finished with an answer before the deadline
 	for {
 		var ok bool
 		var err error
@@ -132,8 +133,11 @@ func (m *Manager) WaitPort(ctx context.Context, sb *Sandbox, port int, httpPath 
 			ok, err = m.Listening(wctx, sb, port)
 		} else {
 			var why string
-			if ok, why, err = m.answersHTTP(wctx, sb, port, httpPath); why != "" {
+			ok, why, err = m.answersHTTP(wctx, sb, port, httpPath)
+			// A try the deadline cut short says less than one that finished before it.
+			if why != "" && (wctx.Err() == nil || !answered) {
 				last = why
+				answered = answered || wctx.Err() == nil
 			}
 		}
 		if ctx.Err() != nil {
