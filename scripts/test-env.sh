@@ -99,3 +99,5 @@ ensure_tool pyflakes3 pyflakes3
 # The pull tests start Debian's registry on loopback with basic auth from an htpasswd file.
 ensure_tool docker-registry docker-registry
 ensure_tool htpasswd apache2-utils
+# The ssh:// engine tests run an sshd of their own on loopback.
+ensure_tool sshd openssh-server
