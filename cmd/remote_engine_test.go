@@ -284,12 +284,48 @@ func TestCLISSHEngine(t *testing.T) {
 	before := localContainers(t, cliRun)
 
 	c := newRemoteCLI(t, r, "user", "known_hosts")
-	if res := c.Run("create", "--workspace", "none"); res.Code != 0 {
+	name := cliRun + "-ssh"
+	if res := c.Run("create", "-n", name, "--workspace", "none"); res.Code != 0 {
 		t.Fatalf("create through ssh: %s", res)
 	}
-	if res := c.Run("exec", "--", "sh", "-c", "echo out; echo err >&2; exit 3"); res.Code != 3 || res.Stdout != "out\n" || !strings.Contains(res.Stderr, "err\n") {
+	if res := c.Run("exec", "-n", name, "--", "sh", "-c", "echo out; echo err >&2; exit 3"); res.Code != 3 || res.Stdout != "out\n" || !strings.Contains(res.Stderr, "err\n") {
 		t.Fatalf("exec through ssh: %s", res)
 	}
+	// Exact streams both ways: stdin reaches its end through ssh's half-close.
+	in := "a\x00b\r\n\xff" + strings.Repeat("x", 1<<20)
+	cat := c.Cmd("exec", "-i", "-n", name, "--", "cat")
+	cat.Stdin = strings.NewReader(in)
+	if res := c.RunIn(cat); res.Code != 0 || res.Stdout != in {
+		t.Fatalf("stdin through ssh: exit %d, %d bytes back of %d\nstderr: %q", res.Code, len(res.Stdout), len(in), res.Stderr)
+	}
+	if res := c.Run("exec", "-n", name, "--timeout", "2s", "--", "sh", "-c", "sleep 100 & sleep 100"); res.Code != 124 || !strings.Contains(res.Stderr, "timed out after 2s") {
+		t.Fatalf("timeout through ssh: %s", res)
+	}
+	if s := c.sleepers(name); s != "" {
+		t.Fatalf("left running after the timeout:\n%s", s)
+	}
+	// sbx killed mid-command takes its ssh with it; the engine then ends the exec's input,
+	// and the command's watchdog ends it.
+	kill := c.Cmd("exec", "-n", name, "--", "sh", "-c", "echo started; sleep 100 & sleep 100")
+	stdout, err := kill.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kill.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "started\n" {
+		t.Fatalf("the command did not start: %q, %v", line, err)
+	}
+	_ = kill.Process.Kill()
+	_ = kill.Wait()
+	deadline := time.Now().Add(30 * time.Second)
+	for s := c.sleepers(name); s != ""; s = c.sleepers(name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("left running 30s after sbx was killed:\n%s", s)
+		}
+	}
+
 	list, err := r.eng.ContainerList(context.Background(), container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+cliRun))})
 	if err != nil || len(list) == 0 {
