@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -350,5 +351,56 @@ func TestCLISSHEngine(t *testing.T) {
 				t.Fatalf("want exit 125 saying %q with a hint naming %q: %s", tt.message, tt.hint, res)
 			}
 		})
+	}
+}
+
+// TestCLISSHCarriedWorkspace works on a project the remote engine cannot see: sbx copies it
+// into the sandbox, without what workspaceExclude leaves out, and brings the sandbox's
+// changes back only through sbx apply.
+func TestCLISSHCarriedWorkspace(t *testing.T) {
+	r := startRemote(t)
+	before := localContainers(t, cliRun)
+	c := newRemoteCLI(t, r, "user", "known_hosts")
+	name := cliRun + "-carry"
+	c.Write("hello.txt", "from the project\n")
+	c.Write("keep.txt", "keep me\n")
+	c.Write("node_modules/dep.js", "left out\n")
+	c.Write(".sbx.yaml", "workspaceExclude:\n  - node_modules/\n")
+	snap := clitest.Snapshot(t, c.Project)
+
+	if res := c.Run("create", "-n", name); res.Code != 0 || !strings.Contains(res.Stderr, "copied the project into sandbox") {
+		t.Fatalf("create: %s", res)
+	}
+	if res := c.Run("exec", "-n", name, "--", "cat", "hello.txt"); res.Code != 0 || res.Stdout != "from the project\n" {
+		t.Fatalf("cat of a project file: %s", res)
+	}
+	if res := c.Run("exec", "-n", name, "--", "sh", "-c", "test ! -e /workspace/node_modules"); res.Code != 0 {
+		t.Fatalf("an excluded directory reached the sandbox: %s", res)
+	}
+	if res := c.Run("exec", "-n", name, "--", "sh", "-ec", "echo edited >> hello.txt; echo new > new.txt; rm keep.txt"); res.Code != 0 {
+		t.Fatalf("editing inside: %s", res)
+	}
+	if after := clitest.Snapshot(t, c.Project); !maps.Equal(snap, after) {
+		t.Fatalf("the project changed before apply:\nbefore %v\nafter  %v", snap, after)
+	}
+	if res := c.Run("diff", "-n", name, "--name-only"); res.Code != 0 || res.Stdout != "hello.txt\nkeep.txt\nnew.txt\n" {
+		t.Fatalf("diff: %s", res)
+	}
+	if res := c.Run("apply", "-n", name); res.Code != 0 {
+		t.Fatalf("apply: %s", res)
+	}
+	for file, want := range map[string]string{"hello.txt": "from the project\nedited\n", "new.txt": "new\n"} {
+		if got, err := os.ReadFile(filepath.Join(c.Project, file)); err != nil || string(got) != want {
+			t.Errorf("%s after apply: %q, %v; want %q", file, got, err, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(c.Project, "keep.txt")); !os.IsNotExist(err) {
+		t.Errorf("keep.txt after apply: %v, want it deleted", err)
+	}
+	if res := c.Run("diff", "-n", name, "--name-only"); res.Code != 0 || res.Stdout != "" {
+		t.Fatalf("diff after apply: %s", res)
+	}
+	if after := localContainers(t, cliRun); after != before {
+		t.Fatalf("the local engine changed: %d containers of this run before, %d after", before, after)
 	}
 }

@@ -311,6 +311,17 @@ var looseningRules = map[string]func(j *judge){
 			j.add("protectedPaths", formatList(j.full.Config.ProtectedPaths), "lets a rw sandbox write "+strings.Join(dropped, ", ")+", which tools on the host obey")
 		}
 	},
+	"workspaceExclude": func(j *judge) {
+		var dropped []string
+		for _, p := range j.base.Config.WorkspaceExclude {
+			if !slices.Contains(j.full.Config.WorkspaceExclude, p) {
+				dropped = append(dropped, p)
+			}
+		}
+		if len(dropped) > 0 {
+			j.add("workspaceExclude", formatList(j.full.Config.WorkspaceExclude), "copies "+strings.Join(dropped, ", ")+" to a remote engine, which your own settings leave out")
+		}
+	},
 	"limits.memory": func(j *judge) {
 		j.raised("limits.memory", j.full.Config.Limits.Memory > j.base.Config.Limits.Memory, FormatSize(j.full.Config.Limits.Memory))
 	},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -177,4 +178,26 @@ func contextEndpoint(configDir, name, source string) (Endpoint, error) {
 		ep.TLS = tls
 	}
 	return ep, nil
+}
+
+// Remote says whether the engine at host runs on another machine, so it cannot see this
+// one's files: an ssh:// endpoint, or tcp:// to an address that is not loopback. A Unix
+// socket and a loopback address may still be a VM's engine, which sbx does not guess at.
+func Remote(host string) bool {
+	if strings.HasPrefix(host, "ssh://") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(host, "tcp://")
+	if !ok {
+		return false
+	}
+	h, _, err := net.SplitHostPort(rest)
+	if err != nil {
+		h = rest
+	}
+	if h == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return ip == nil || !ip.IsLoopback()
 }

@@ -361,6 +361,9 @@ func tempName() string {
 // the sandbox deleted or replaced whole can only go with that directory: it is refused,
 // naming the directory, unless a path covers the directory too. It returns what it dropped.
 func (l Layers) Discard(paths []string) ([]Change, error) {
+	if err := l.notCarried("discard"); err != nil {
+		return nil, err
+	}
 	changes, err := l.Changes(nil, paths)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,9 @@ type Layers struct {
 	Lower string
 	// Dir is sbx's directory for the sandbox's overlay: upper/, work/ and the manifest.
 	Dir string
+	// Carried says the workspace is a copy in the sandbox's volume (carry.go): Upper holds
+	// the sandbox's whole workspace, fetched for this diff or apply.
+	Carried bool
 }
 
 // Upper is where the sandbox's changes land.
@@ -56,6 +59,8 @@ type entry struct {
 	Size  int64  `json:"s"`
 	Mtime int64  `json:"t"`
 	Ino   uint64 `json:"i"`
+	// Hash is the SHA-256 of a carried file's content or symlink's target (carry.go).
+	Hash string `json:"h,omitempty"`
 }
 
 func entryOf(rel string, fi fs.FileInfo) entry {
@@ -190,7 +195,7 @@ func (m manifest) hostChange(lower, rel string) string {
 		return "deleted on the host since the sandbox was created"
 	case !had:
 		return "created on the host since the sandbox was created"
-	case entryOf(rel, fi) != old:
+	case entryOf(rel, fi) != entry{Path: old.Path, Mode: old.Mode, Size: old.Size, Mtime: old.Mtime, Ino: old.Ino}:
 		return "changed on the host since the sandbox was created"
 	}
 	return ""
@@ -227,5 +232,7 @@ func (m manifest) refresh(lower, rel string) {
 		delete(m, rel)
 		return
 	}
+	// Without a digest, a carried path counts as the sandbox's from now on: it equals the
+	// host's after an apply, so it shows as no change, and a later host edit as a conflict.
 	m[rel] = entryOf(rel, fi)
 }
