@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -43,8 +44,8 @@ type excludeRE struct {
 func NewExclude(patterns []string) (*Exclude, error) {
 	e := &Exclude{}
 	for _, p := range patterns {
-		if err := ValidExclude(p); err != nil {
-			return nil, err
+		if err := config.ValidWorkspaceExclude(p); err != nil {
+			return nil, fmt.Errorf("%q: %w", p, err)
 		}
 		dirOnly := strings.HasSuffix(p, "/")
 		p = strings.TrimSuffix(p, "/")
@@ -80,24 +81,6 @@ func NewExclude(patterns []string) (*Exclude, error) {
 		e.res = append(e.res, excludeRE{re: re, dirOnly: dirOnly})
 	}
 	return e, nil
-}
-
-// ValidExclude refuses a workspaceExclude pattern sbx does not take.
-func ValidExclude(p string) error {
-	switch {
-	case strings.TrimSpace(p) == "" || p == "/":
-		return errors.New("an empty pattern")
-	case strings.HasPrefix(p, "!"):
-		return errors.New(`"!" patterns are not taken: an exclude can only leave more out`)
-	case strings.Contains(p, "\\") || strings.Contains(p, "["):
-		return errors.New(`"\" and "[" are not taken; use * and ?`)
-	}
-	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
-		if seg == ".." || seg == "." || seg == "" {
-			return fmt.Errorf("%q has an empty, . or .. segment", p)
-		}
-	}
-	return nil
 }
 
 // Match says whether the project path rel (slash-separated), a directory when dir, is left out.
