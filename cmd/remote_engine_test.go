@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/json"
 	"context"
 	"fmt"
 	"io"
@@ -364,6 +366,7 @@ func TestCLISSHCarriedWorkspace(t *testing.T) {
 	name := cliRun + "-carry"
 	c.Write("hello.txt", "from the project\n")
 	c.Write("keep.txt", "keep me\n")
+	c.Write("both.txt", "carried\n")
 	c.Write("node_modules/dep.js", "left out\n")
 	c.Write(".sbx.yaml", "workspaceExclude:\n  - node_modules/\n")
 	snap := clitest.Snapshot(t, c.Project)
@@ -400,7 +403,36 @@ func TestCLISSHCarriedWorkspace(t *testing.T) {
 	if res := c.Run("diff", "-n", name, "--name-only"); res.Code != 0 || res.Stdout != "" {
 		t.Fatalf("diff after apply: %s", res)
 	}
+
+	// Later host changes go over with sync, but for a path the sandbox changed too.
+	c.Write("later.txt", "later\n")
+	c.Write("new.txt", "new, from the host\n")
+	c.Write("both.txt", "host\n")
+	if err := os.Remove(filepath.Join(c.Project, "hello.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if res := c.Run("exec", "-n", name, "--", "sh", "-ec", "echo sandbox > both.txt"); res.Code != 0 {
+		t.Fatalf("editing inside: %s", res)
+	}
+	if res := c.Run("sync", "-n", name, "--json"); res.Code != 1 || compactJSON(t, res.Stdout) != `{"sent":["later.txt","new.txt"],"removed":["hello.txt"],"kept":["both.txt"]}` {
+		t.Fatalf("sync: %s", res)
+	}
+	if res := c.Run("exec", "-n", name, "--", "sh", "-c", "cat later.txt new.txt both.txt; test ! -e hello.txt"); res.Code != 0 || res.Stdout != "later\nnew, from the host\nsandbox\n" {
+		t.Fatalf("the sandbox after sync: %s", res)
+	}
+	if res := c.Run("sync", "-n", name, "--json"); res.Code != 1 || compactJSON(t, res.Stdout) != `{"sent":[],"removed":[],"kept":["both.txt"]}` {
+		t.Fatalf("a second sync: %s", res)
+	}
 	if after := localContainers(t, cliRun); after != before {
 		t.Fatalf("the local engine changed: %d containers of this run before, %d after", before, after)
 	}
+}
+
+func compactJSON(t *testing.T, s string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(s)); err != nil {
+		return "not JSON: " + s
+	}
+	return b.String()
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/sh"
 	"github.com/sbx-sandbox/sbx/cmd/stats"
 	"github.com/sbx-sandbox/sbx/cmd/stop"
+	"github.com/sbx-sandbox/sbx/cmd/sync"
 	"github.com/sbx-sandbox/sbx/cmd/trust"
 	"github.com/sbx-sandbox/sbx/cmd/version"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
@@ -80,6 +81,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		diff.NewCmdDiff(f, nil),
 		apply.NewCmdApply(f, nil),
 		discard.NewCmdDiscard(f, nil),
+		sync.NewCmdSync(f, nil),
 		checkpoint.NewCmdCheckpoint(f, nil),
 		rollback.NewCmdRollback(f, nil),
 		prune.NewCmdPrune(f, nil),

@@ -95,7 +95,7 @@ type applier struct {
 func (a *applier) done(c Change, paths ...string) {
 	for _, p := range paths {
 		if p != "" {
-			a.m.refresh(a.l.Lower, p)
+			a.m.refresh(a.l, p)
 		}
 	}
 	a.res.Applied = append(a.res.Applied, c)

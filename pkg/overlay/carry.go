@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -239,4 +241,58 @@ func (l Layers) notCarried(what string) error {
 	}
 	return errs.Failure(fmt.Errorf("%s work on an overlay workspace, and this one is carried (a copy in the sandbox's volume)", what),
 		"change the files in the sandbox instead")
+}
+
+// HostChanges lists what the host changed in a carried project since the manifest was
+// written (at create, or by the last sync): paths to send again, and paths it removed.
+// exclude leaves out what it left out at create.
+func (l Layers) HostChanges(exclude *Exclude) (send, gone []string, err error) {
+	m, err := readManifest(l)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = filepath.WalkDir(l.Lower, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == l.Lower {
+			return err
+		}
+		rel, _ := filepath.Rel(l.Lower, p)
+		rel = filepath.ToSlash(rel)
+		if exclude.Match(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if t := d.Type(); t.IsRegular() || t.IsDir() || t == fs.ModeSymlink {
+			if m.hostChange(l.Lower, rel) != "" {
+				send = append(send, rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the project: %w", err)
+	}
+	for rel := range m {
+		if _, err := os.Lstat(filepath.Join(l.Lower, filepath.FromSlash(rel))); errors.Is(err, fs.ErrNotExist) {
+			gone = append(gone, rel)
+		}
+	}
+	slices.Sort(gone)
+	return send, gone, nil
+}
+
+// Synced records what a sync sent (c) and removed (gone) in l's manifest.
+func (l Layers) Synced(c *Carried, gone []string) error {
+	m, err := readManifest(l)
+	if err != nil {
+		return err
+	}
+	for _, rel := range gone {
+		delete(m, rel)
+	}
+	if c != nil {
+		maps.Copy(m, c.entries)
+	}
+	return m.write(l)
 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -225,14 +226,29 @@ func (m manifest) write(l Layers) error {
 	return os.Rename(tmp.Name(), l.manifestPath())
 }
 
-// refresh records rel as the host has it now (gone: forgotten).
-func (m manifest) refresh(lower, rel string) {
-	fi, err := os.Lstat(filepath.Join(lower, filepath.FromSlash(rel)))
+// refresh records rel as the host has it now (gone: forgotten). In a carried workspace the
+// host's file is then the sandbox's too (apply wrote it), so it gets its digest: the path is
+// as carried again, and a later host edit is sbx sync's to send.
+func (m manifest) refresh(l Layers, rel string) {
+	p := filepath.Join(l.Lower, filepath.FromSlash(rel))
+	fi, err := os.Lstat(p)
 	if err != nil {
 		delete(m, rel)
 		return
 	}
-	// Without a digest, a carried path counts as the sandbox's from now on: it equals the
-	// host's after an apply, so it shows as no change, and a later host edit as a conflict.
-	m[rel] = entryOf(rel, fi)
+	e := entryOf(rel, fi)
+	if l.Carried {
+		switch {
+		case fi.Mode().Type() == fs.ModeSymlink:
+			if target, err := os.Readlink(p); err == nil {
+				e.Hash = digest(strings.NewReader(target))
+			}
+		case fi.Mode().IsRegular():
+			if f, err := os.Open(p); err == nil {
+				e.Hash = digest(f)
+				f.Close()
+			}
+		}
+	}
+	m[rel] = e
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
+	"github.com/sbx-sandbox/sbx/pkg/termtext"
 )
 
 // A carried workspace: on a remote engine the project's path is not there to bind (or,
@@ -95,4 +98,94 @@ func (m *Manager) fetchCarried(ctx context.Context, sb *Sandbox) (overlay.Layers
 		return overlay.Layers{}, fmt.Errorf("reading the workspace of sandbox %q: %w", sb.Name, err)
 	}
 	return l, nil
+}
+
+// SyncResult is what sbx sync did. Its JSON names are stable.
+type SyncResult struct {
+	Sent    []string `json:"sent"`
+	Removed []string `json:"removed"`
+	// Kept are host changes not sent because the sandbox changed the same path: its version
+	// stays, to come back with sbx apply or to be dropped there.
+	Kept []string `json:"kept"`
+}
+
+// Sync sends what the host changed in the project since sandbox name's carried workspace was
+// made or last synced, but for paths the sandbox changed too, and removes there what the host
+// removed. patterns are the workspaceExclude in force.
+func (m *Manager) Sync(ctx context.Context, name string, patterns []string) (*SyncResult, error) {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Labels[LabelCarry] == "" {
+		return nil, errs.Failure(fmt.Errorf("sandbox %q sees the project itself (workspace %s): there is nothing to sync", name, sb.Labels[LabelWorkspace]),
+			"sbx sync is for a workspace carried to a remote engine")
+	}
+	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	l, err := m.fetchCarried(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	theirs, err := l.Changes(nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	changed := map[string]bool{}
+	for _, c := range theirs {
+		changed[c.Path], changed[c.OldPath] = true, c.OldPath != ""
+	}
+	exclude, err := overlay.NewExclude(patterns)
+	if err != nil {
+		return nil, errs.Failure(fmt.Errorf("workspaceExclude: %w", err), "fix the pattern in your config")
+	}
+	send, gone, err := l.HostChanges(exclude)
+	if err != nil {
+		return nil, err
+	}
+	res := &SyncResult{Sent: []string{}, Removed: []string{}, Kept: []string{}}
+	only := map[string]bool{}
+	for _, p := range send {
+		if changed[p] {
+			res.Kept = append(res.Kept, p)
+			continue
+		}
+		res.Sent = append(res.Sent, p)
+		for q := p; q != "."; q = path.Dir(q) {
+			only[q] = true
+		}
+	}
+	var carried *overlay.Carried
+	if len(res.Sent) > 0 {
+		if carried, err = m.send(ctx, sb, l, patterns, func(rel string) bool { return only[rel] }); err != nil {
+			return nil, fmt.Errorf("syncing sandbox %q: %w", name, err)
+		}
+	}
+	var rm []string
+	for _, p := range gone {
+		if changed[p] {
+			res.Kept = append(res.Kept, p)
+			continue
+		}
+		res.Removed = append(res.Removed, p)
+		rm = append(rm, path.Join(WorkspacePath, p))
+	}
+	if len(rm) > 0 {
+		stderr := &LimitedBuffer{What: "rm's errors", Limit: 64 << 10}
+		r, err := m.Exec(ctx, sb, ExecOptions{Cmd: append([]string{"rm", "-rf", "--"}, rm...), Stdout: io.Discard, Stderr: stderr})
+		if err == nil && r.ExitCode != 0 {
+			err = fmt.Errorf("rm exited %d: %s", r.ExitCode, termtext.Clean(stderr.String()))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("syncing sandbox %q: removing what the host removed: %w", name, err)
+		}
+	}
+	if err := l.Synced(carried, res.Removed); err != nil {
+		return nil, fmt.Errorf("syncing sandbox %q: %w", name, err)
+	}
+	slices.Sort(res.Kept)
+	return res, nil
 }
