@@ -3,8 +3,8 @@ package cmd
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -374,6 +374,12 @@ func TestCLISSHCarriedWorkspace(t *testing.T) {
 	if res := c.Run("create", "-n", name); res.Code != 0 || !strings.Contains(res.Stderr, "copied the project into sandbox") {
 		t.Fatalf("create: %s", res)
 	}
+	if res := c.Run("ls", "--json"); res.Code != 0 || !strings.Contains(compactJSON(t, res.Stdout), `"workspace":{"mode":"ro","path":"`+c.Project+`","carriage":"copy"}`) {
+		t.Fatalf("ls does not say the workspace is a copy: %s", res)
+	}
+	if res := c.Run("explain", name); res.Code != 0 || !strings.Contains(res.Stdout, "workspace: a copy of the project in the sandbox's volume") {
+		t.Fatalf("explain does not say the workspace is a copy: %s", res)
+	}
 	if res := c.Run("exec", "-n", name, "--", "cat", "hello.txt"); res.Code != 0 || res.Stdout != "from the project\n" {
 		t.Fatalf("cat of a project file: %s", res)
 	}
@@ -387,7 +393,7 @@ func TestCLISSHCarriedWorkspace(t *testing.T) {
 		t.Fatalf("the project changed before apply:\nbefore %v\nafter  %v", snap, after)
 	}
 	if res := c.Run("diff", "-n", name, "--name-only"); res.Code != 0 || res.Stdout != "hello.txt\nkeep.txt\nnew.txt\n" {
-		t.Fatalf("diff: %s", res)
+		t.Fatalf("diff: %s\nend of stderr: %s", res, res.Stderr[max(0, len(res.Stderr)-500):])
 	}
 	if res := c.Run("apply", "-n", name); res.Code != 0 {
 		t.Fatalf("apply: %s", res)

@@ -134,12 +134,14 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 	sb, err := m.Inspect(ctx, r.Name)
 	if sandbox.IsNotFound(err) {
 		live.ApplyCommand = create
+		live.Carriage = m.NewCarriage(r.Config.Workspace)
 		return live, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	live.Exists, live.Status, live.Running = true, sb.Status, sb.Status == "running"
+	live.Carriage = sandbox.CarriageOf(sb)
 	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return nil, err

@@ -60,6 +60,9 @@ type Entry struct {
 type Workspace struct {
 	Mode string `json:"mode"`
 	Path string `json:"path"` // the project root, or the volume for mode none
+	// Carriage is how it got there: bind, overlay, volume (none), or copy (a copy of the
+	// project in the sandbox's volume, on an engine that cannot see it).
+	Carriage string `json:"carriage"`
 }
 
 // NewCmdLs builds "sbx ls".
@@ -191,6 +194,9 @@ func render(opts *LsOptions, entries []Entry) error {
 			image = e.Image
 		}
 		ws := e.Workspace.Mode + " " + e.Workspace.Path
+		if e.Workspace.Carriage == sandbox.CarryCopy {
+			ws = e.Workspace.Mode + " copy of " + e.Workspace.Path
+		}
 		if len(e.Ports) > 0 {
 			ws += " ports " + strings.Join(e.Ports, ",")
 		}
@@ -239,7 +245,7 @@ func entryFor(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, now 
 		Name: sb.Name, ID: sb.ID, Container: sandbox.ContainerName(sb.Name), Status: sb.Status,
 		Profile: sb.Labels[sandbox.LabelProfile], Image: sb.Image, Project: sb.Labels[sandbox.LabelProject],
 		CreatedAt: sb.CreatedAt.UTC(), ConfigHash: sb.Hash(), Labels: sb.Labels, Ports: sb.Ports,
-		Workspace: Workspace{Mode: sb.Labels[sandbox.LabelWorkspace], Path: sb.Labels[sandbox.LabelProject]},
+		Workspace: Workspace{Mode: sb.Labels[sandbox.LabelWorkspace], Path: sb.Labels[sandbox.LabelProject], Carriage: sandbox.CarriageOf(sb)},
 	}
 	if e.Ports == nil {
 		e.Ports = []string{}

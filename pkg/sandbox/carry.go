@@ -28,6 +28,40 @@ const (
 	CarryCopy = "copy"
 )
 
+// Ways a workspace reaches a sandbox (Carriage).
+const (
+	CarriageBind    = "bind"    // the project itself, bound (ro, rw)
+	CarriageOverlay = "overlay" // the project under an overlay whose changes stay on this machine
+	CarriageVolume  = "volume"  // no project: a private volume (none)
+)
+
+// Carriage says how a workspace of mode reaches a sandbox: bound, as an overlay, a private
+// volume, or CarryCopy, a copy carried to an engine that cannot see the project.
+func Carriage(mode string, carried bool) string {
+	switch {
+	case carried:
+		return CarryCopy
+	case mode == config.WorkspaceOverlay:
+		return CarriageOverlay
+	case mode == config.WorkspaceNone:
+		return CarriageVolume
+	}
+	return CarriageBind
+}
+
+// CarriageOf is how existing sandbox sb got its workspace, from its labels.
+func CarriageOf(sb *Sandbox) string {
+	return Carriage(sb.Labels[LabelWorkspace], sb.Labels[LabelCarry] != "")
+}
+
+// carries says whether a new sandbox with a workspace of mode gets a carried copy.
+func (m *Manager) carries(mode string) bool {
+	return m.Carry && (mode == config.WorkspaceRO || mode == config.WorkspaceRW)
+}
+
+// NewCarriage is how a sandbox made now with a workspace of mode would get it.
+func (m *Manager) NewCarriage(mode string) string { return Carriage(mode, m.carries(mode)) }
+
 // carriedLayers are the layers' directory of sandbox name's carried workspace of project root.
 func (m *Manager) carriedLayers(name, root string) overlay.Layers {
 	return overlay.Layers{Lower: root, Dir: m.State.overlayDir(name), Carried: true}

@@ -369,7 +369,7 @@ func (m *Manager) idleFor(sb *Sandbox) time.Duration {
 }
 
 func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
-	in.Carried = m.Carry && (in.Config.Workspace == config.WorkspaceRO || in.Config.Workspace == config.WorkspaceRW)
+	in.Carried = m.carries(in.Config.Workspace)
 	// Before anything slow (an image build): a project that cannot be protected is refused.
 	plan, err := m.protection(in)
 	if err != nil {
