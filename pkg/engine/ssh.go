@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -99,15 +100,25 @@ func (d *sshDialer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	cmd.SysProcAttr = sshProcAttr()
 	stderr := &headWriter{limit: sshStderrLimit}
 	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+	// Pipes of our own, not cmd's: Wait closes those as ssh exits, which would drop what
+	// ssh wrote last and we have not read yet.
+	stdinR, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
+		stdinR.Close()
+		stdin.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin, cmd.Stdout = stdinR, stdoutW
+	err = cmd.Start()
+	stdinR.Close()
+	stdoutW.Close()
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
 		return nil, errs.Failure(fmt.Errorf("running ssh: %w", err), "install the OpenSSH client (ssh) to reach an ssh:// engine")
 	}
 	c := &sshConn{d: d, cmd: cmd, stdin: stdin, stdout: stdout, stderr: stderr, done: make(chan struct{})}
@@ -115,7 +126,11 @@ func (d *sshDialer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		c.waitErr = cmd.Wait()
 		close(c.done)
 	}()
-	return c, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // sshConn is a connection to the remote engine through ssh's stdin and stdout.
@@ -161,6 +176,7 @@ func (c *sshConn) Close() error {
 		_ = c.stdin.Close()
 		_ = c.cmd.Process.Kill()
 		<-c.done
+		_ = c.stdout.Close()
 	})
 	return nil
 }

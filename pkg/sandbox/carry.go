@@ -77,8 +77,8 @@ func (m *Manager) carryIn(ctx context.Context, in SpecInput, sb *Sandbox) error 
 	if err != nil {
 		return fmt.Errorf("creating sandbox %q: copying the project into it: %w", in.Name, err)
 	}
-	m.announce("copied the project into sandbox %q (%d files, %s): the engine cannot see it; sbx diff and apply bring changes back\n",
-		in.Name, carried.Files, config.FormatSize(carried.Bytes))
+	m.announce("copied the project into sandbox %q (%d files, %d bytes): the engine cannot see it; sbx diff and apply bring changes back\n",
+		in.Name, carried.Files, carried.Bytes)
 	return carried.Save()
 }
 
