@@ -202,7 +202,7 @@ func (b *bench) cases() []Case {
 		cs = append(cs, b.copyCases()...)
 	}
 	cs = append(cs, b.overlayCases()...)
-	return append(append(cs, b.egressCase()), b.forwardCases()...)
+	return append(append(cs, b.egressCase(), b.sshCase()), b.forwardCases()...)
 }
 
 func (b *bench) hasCp() bool { return b.sbxCmd("cp", "--help").Run() == nil }

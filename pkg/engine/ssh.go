@@ -85,6 +85,9 @@ type sshDialer struct {
 	target sshTarget
 	mu     sync.Mutex
 	failed error
+	// spare is an ssh process started ahead of need: an exec takes a second connection
+	// (its stream) after the first, and an ssh handshake is most of what either costs.
+	spare *sshConn
 }
 
 // failure is the explained failure of the last ssh process that ended badly, if any.
@@ -95,6 +98,47 @@ func (d *sshDialer) failure() error {
 }
 
 func (d *sshDialer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	d.mu.Lock()
+	spare := d.spare
+	d.spare = nil
+	d.mu.Unlock()
+	go d.refill()
+	if spare != nil {
+		select {
+		case <-spare.done: // ended meanwhile (a dropped link): not worth handing out
+			_ = spare.Close()
+		default:
+			return spare, nil
+		}
+	}
+	c, err := d.start()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// refill starts a spare connection when there is none.
+func (d *sshDialer) refill() {
+	c, err := d.start()
+	if err != nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.spare != nil {
+		_ = c.Close()
+		return
+	}
+	d.spare = c
+}
+
+// start runs one ssh process joined to the remote engine.
+func (d *sshDialer) start() (*sshConn, error) {
 	// Not CommandContext: the connection outlives the dial's context.
 	cmd := exec.Command("ssh", d.target.args("docker", "system", "dial-stdio")...)
 	cmd.SysProcAttr = sshProcAttr()
@@ -126,10 +170,6 @@ func (d *sshDialer) dial(ctx context.Context, _, _ string) (net.Conn, error) {
 		c.waitErr = cmd.Wait()
 		close(c.done)
 	}()
-	if err := ctx.Err(); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
 	return c, nil
 }
 
