@@ -124,7 +124,13 @@ func (r *remote) startEngine(t *testing.T) {
 	cmd := exec.Command("unshare", "--mount", "--net", "--propagation", "private", "sh", "-ec",
 		`mount -t tmpfs tmpfs "$1"; shift; exec "$@"`, "sh", tmp,
 		"dockerd", "--data-root", r.path("data"), "--exec-root", r.path("exec"), "--pidfile", r.path("dockerd.pid"),
-		"-H", "unix://"+r.socket, "--bridge=none", "--iptables=false", "--ip6tables=false")
+		"-H", "unix://"+r.socket, "--bridge=none", "--iptables=false", "--ip6tables=false",
+		// Namespaces of its own should it find the system's containerd (test/adversarial's
+		// private engine does the same).
+		"--containerd-namespace", "sbx-ssh-"+filepath.Base(r.dir), "--containerd-plugins-namespace", "sbx-ssh-"+filepath.Base(r.dir)+"-plugins")
+	// Its own process group, so a signal meant for the test run does not reach it directly,
+	// and TERM when the test process dies (a timeout panic skips the cleanups).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	logf, err := os.Create(r.path("dockerd.log"))
 	if err != nil {
 		t.Fatal(err)

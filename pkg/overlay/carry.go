@@ -95,6 +95,25 @@ func (e *Exclude) Match(rel string, dir bool) bool {
 	return false
 }
 
+// walk calls fn for each path under root (p, and rel slash-separated) but root itself and
+// what e leaves out, without following links.
+func (e *Exclude) walk(root string, fn func(p, rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if e.Match(rel, d.IsDir()) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		return fn(p, rel, d)
+	})
+}
+
 // Carried is what Carry sent, to be recorded once the sandbox has it all.
 type Carried struct {
 	l       Layers
@@ -108,21 +127,7 @@ type Carried struct {
 func Carry(l Layers, exclude *Exclude, w io.Writer) (*Carried, error) {
 	c := &Carried{l: l, entries: manifest{}}
 	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(l.Lower, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == l.Lower {
-			return nil
-		}
-		rel, _ := filepath.Rel(l.Lower, p)
-		rel = filepath.ToSlash(rel)
-		if exclude.Match(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := exclude.walk(l.Lower, func(p, rel string, d fs.DirEntry) error {
 		if exclude.Only != nil && !exclude.Only(rel) {
 			return nil
 		}
@@ -251,18 +256,7 @@ func (l Layers) HostChanges(exclude *Exclude) (send, gone []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	err = filepath.WalkDir(l.Lower, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == l.Lower {
-			return err
-		}
-		rel, _ := filepath.Rel(l.Lower, p)
-		rel = filepath.ToSlash(rel)
-		if exclude.Match(rel, d.IsDir()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err = exclude.walk(l.Lower, func(_, rel string, d fs.DirEntry) error {
 		if t := d.Type(); t.IsRegular() || t.IsDir() || t == fs.ModeSymlink {
 			if m.hostChange(l.Lower, rel) != "" {
 				send = append(send, rel)
