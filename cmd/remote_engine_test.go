@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -342,6 +344,30 @@ func TestCLISSHEngine(t *testing.T) {
 	}
 	if after := localContainers(t, cliRun); after != before {
 		t.Fatalf("the local engine changed: %d containers of this run before, %d after", before, after)
+	}
+
+	// A docker context names the same engine: --context and SBX_CONTEXT beat DOCKER_HOST,
+	// here a socket nobody listens on, and ls --all-contexts lists each context's sandboxes.
+	sum := sha256.Sum256([]byte("remote"))
+	meta := filepath.Join(c.Home, ".docker", "contexts", "meta", hex.EncodeToString(sum[:]))
+	if err := os.MkdirAll(meta, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(meta, "meta.json"), []byte(`{"Name":"remote","Metadata":{},"Endpoints":{"docker":{"Host":"`+r.host()+`"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Env = append(c.Env, "DOCKER_HOST=unix://"+filepath.Join(r.dir, "nobody.sock"))
+	if res := c.Run("--context", "remote", "ls", "-q"); res.Code != 0 || res.Stdout != name+"\n" {
+		t.Fatalf("ls --context remote: %s", res)
+	}
+	env := c.Env
+	c.Env = append(env, "SBX_CONTEXT=remote")
+	if res := c.Run("exec", "-n", name, "--", "echo", "via SBX_CONTEXT"); res.Code != 0 || res.Stdout != "via SBX_CONTEXT\n" {
+		t.Fatalf("exec with SBX_CONTEXT: %s", res)
+	}
+	c.Env = env
+	if res := c.Run("ls", "--all-contexts"); res.Code != 0 || !strings.Contains(res.Stdout, "remote\t"+name+"\t") || !strings.Contains(res.Stderr, "warning: context default: cannot reach the Docker engine") {
+		t.Fatalf("ls --all-contexts: %s", res)
 	}
 
 	for _, tt := range []struct {
