@@ -203,7 +203,7 @@ func (b *bench) cases() []Case {
 	}
 	cs = append(cs, b.overlayCases()...)
 	cs = append(cs, b.gvisorCases()...)
-	return append(append(cs, b.egressCase()), b.forwardCases()...)
+	return append(append(cs, b.egressCase(), b.sshCase()), b.forwardCases()...)
 }
 
 func (b *bench) hasCp() bool { return b.sbxCmd("cp", "--help").Run() == nil }

@@ -33,6 +33,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/sh"
 	"github.com/sbx-sandbox/sbx/cmd/stats"
 	"github.com/sbx-sandbox/sbx/cmd/stop"
+	"github.com/sbx-sandbox/sbx/cmd/sync"
 	"github.com/sbx-sandbox/sbx/cmd/trust"
 	"github.com/sbx-sandbox/sbx/cmd/version"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
@@ -66,6 +67,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&f.Global.ConfigFile, "config", "", "extra config `file`, layered above the project's .sbx.yaml")
 	pf.StringVar(&f.Global.ProjectDir, "project", "", "project root `dir` (default: nearest .sbx.yaml, git top-level, or the working directory)")
+	pf.StringVar(&f.Global.Context, "context", "", "docker context `name` whose engine to use (beats SBX_CONTEXT, DOCKER_HOST and DOCKER_CONTEXT)")
 	pf.BoolVar(&f.Global.Debug, "debug", false, "log every Docker API call, and why a command does not go through the agent, to stderr")
 	pf.BoolVarP(&f.Global.Quiet, "quiet", "q", false, "print no progress messages")
 
@@ -79,6 +81,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		diff.NewCmdDiff(f, nil),
 		apply.NewCmdApply(f, nil),
 		discard.NewCmdDiscard(f, nil),
+		sync.NewCmdSync(f, nil),
 		checkpoint.NewCmdCheckpoint(f, nil),
 		rollback.NewCmdRollback(f, nil),
 		prune.NewCmdPrune(f, nil),

@@ -163,3 +163,5 @@ ensure_tool docker-registry docker-registry
 ensure_tool htpasswd apache2-utils
 # After pyflakes3, which brings python3: the daemon.json merge is written in it.
 ensure_gvisor
+# The ssh:// engine tests run an sshd of their own on loopback.
+ensure_tool sshd openssh-server

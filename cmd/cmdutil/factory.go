@@ -19,6 +19,7 @@ import (
 type GlobalOptions struct {
 	ConfigFile string // --config: an extra config file layer
 	ProjectDir string // --project: project root override
+	Context    string // --context: the docker context whose engine to use
 	Debug      bool   // --debug: log Docker API calls and agent fallbacks to stderr
 	Quiet      bool   // -q/--quiet
 }
@@ -43,6 +44,20 @@ type Factory struct {
 	Engine func(ctx context.Context) (engine.Engine, error)
 }
 
+// ForContext is a copy of f whose engine is docker context name's, dialled on first use.
+func (f *Factory) ForContext(name string) *Factory {
+	c := *f
+	global := *f.Global
+	global.Context = name
+	c.Global = &global
+	c.Endpoint = func() (engine.Endpoint, error) {
+		home, _ := c.HomeDir()
+		return engine.ResolveEndpoint(c.Getenv, home, name)
+	}
+	c.Engine = engineOnce(&c)
+	return &c
+}
+
 // New returns the Factory for the real process.
 func New() *Factory {
 	f := &Factory{
@@ -58,7 +73,7 @@ func New() *Factory {
 	f.IOStreams = iostreams.System(f.Getenv)
 	f.Endpoint = func() (engine.Endpoint, error) {
 		home, _ := f.HomeDir()
-		return engine.ResolveEndpoint(f.Getenv, home)
+		return engine.ResolveEndpoint(f.Getenv, home, f.Global.Context)
 	}
 	f.Engine = engineOnce(f)
 	return f
@@ -77,7 +92,7 @@ func engineOnce(f *Factory) func(ctx context.Context) (engine.Engine, error) {
 		}
 		ep, err := f.Endpoint()
 		if err != nil {
-			return nil, errs.Failure(err, "fix the Docker context (docker context ls), or unset DOCKER_CONTEXT to use the default engine")
+			return nil, errs.Failure(err, "fix the Docker context (docker context ls), or choose another with --context, SBX_CONTEXT or DOCKER_CONTEXT")
 		}
 		var debug io.Writer
 		if f.Global.Debug {

@@ -8,6 +8,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/explain"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
@@ -37,6 +38,10 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		return nil, err
 	}
 	home, _ := f.HomeDir()
+	ep, err := f.Endpoint()
+	if err != nil {
+		return nil, err
+	}
 	m := &sandbox.Manager{
 		Engine: eng,
 		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
@@ -44,6 +49,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
 		// The same test: a socket on this machine is an engine that sees its files.
 		HostPaths: sandbox.AgentsSupported(eng.DaemonHost()),
+		Carry:     engine.Remote(ep.Host),
 		Warn:      f.IOStreams.ErrOut,
 		HomeDir:   home,
 		Resolver:  Resolver(f),
@@ -128,12 +134,14 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 	sb, err := m.Inspect(ctx, r.Name)
 	if sandbox.IsNotFound(err) {
 		live.ApplyCommand = create
+		live.Carriage = m.NewCarriage(r.Config.Workspace)
 		return live, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	live.Exists, live.Status, live.Running = true, sb.Status, sb.Status == "running"
+	live.Carriage = sandbox.CarriageOf(sb)
 	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -26,11 +27,14 @@ type LsOptions struct {
 	JSON    bool
 	Quiet   bool
 	Filters []string
+	// AllContexts lists the sandboxes of every docker context's engine, not only the one in use.
+	AllContexts bool
 }
 
 // Entry is one sandbox in "sbx ls --json". Field names are stable.
 type Entry struct {
 	Name       string            `json:"name"`
+	Context    string            `json:"context,omitempty"` // the docker context, with --all-contexts
 	ID         string            `json:"id"`
 	Container  string            `json:"container"`
 	Status     string            `json:"status"`
@@ -56,6 +60,9 @@ type Entry struct {
 type Workspace struct {
 	Mode string `json:"mode"`
 	Path string `json:"path"` // the project root, or the volume for mode none
+	// Carriage is how it got there: bind, overlay, volume (none), or copy (a copy of the
+	// project in the sandbox's volume, on an engine that cannot see it).
+	Carriage string `json:"carriage"`
 }
 
 // NewCmdLs builds "sbx ls".
@@ -85,20 +92,51 @@ unused, "when idle" while something runs in it). A table on a terminal, tab-sepa
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as a JSON array")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print names only")
+	cmd.Flags().BoolVar(&opts.AllContexts, "all-contexts", false, "list the sandboxes on the engine of every docker context")
 	cmd.Flags().StringArrayVar(&opts.Filters, "filter", nil, "keep sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
 	return cmd
 }
 
 func lsRun(ctx context.Context, opts *LsOptions) error {
 	f := opts.Factory
-	filter, _ := sandbox.ParseFilters(opts.Filters)
+	var entries []Entry
+	if !opts.AllContexts {
+		var err error
+		if entries, err = list(ctx, f, opts.Filters); err != nil {
+			return err
+		}
+	} else {
+		home, _ := f.HomeDir()
+		names, err := engine.Contexts(f.Getenv, home)
+		if err != nil {
+			return err
+		}
+		// An engine that is down or gone leaves the others to list: the user learns which.
+		for _, name := range names {
+			got, err := list(ctx, f.ForContext(name), opts.Filters)
+			if err != nil {
+				fmt.Fprintf(opts.IO.ErrOut, "warning: context %s: %s\n", name, strings.ReplaceAll(err.Error(), "\n", " "))
+				continue
+			}
+			for i := range got {
+				got[i].Context = name
+			}
+			entries = append(entries, got...)
+		}
+	}
+	return render(opts, entries)
+}
+
+// list is the entries of the sandboxes on f's engine that filters keep, sorted by name.
+func list(ctx context.Context, f *cmdutil.Factory, filters []string) ([]Entry, error) {
+	filter, _ := sandbox.ParseFilters(filters)
 	m, err := cmdutil.Manager(ctx, f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	list, err := m.List(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var matching []*sandbox.Sandbox
 	for _, sb := range list {
@@ -123,7 +161,11 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 	close(next)
 	wg.Wait()
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return entries, nil
+}
 
+func render(opts *LsOptions, entries []Entry) error {
+	f := opts.Factory
 	switch {
 	case opts.JSON:
 		return cmdutil.WriteJSON(opts.IO.Out, entries)
@@ -152,21 +194,34 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 			image = e.Image
 		}
 		ws := e.Workspace.Mode + " " + e.Workspace.Path
+		if e.Workspace.Carriage == sandbox.CarryCopy {
+			ws = e.Workspace.Mode + " copy of " + e.Workspace.Path
+		}
 		if len(e.Ports) > 0 {
 			ws += " ports " + strings.Join(e.Ports, ",")
 		}
-		rows = append(rows, []string{e.Name, e.Status, image, ws, sandbox.HumanDuration(now.Sub(e.CreatedAt)), idle, e.Config, e.Stops})
+		row := []string{e.Name, e.Status, image, ws, sandbox.HumanDuration(now.Sub(e.CreatedAt)), idle, e.Config, e.Stops}
+		if opts.AllContexts {
+			row = append([]string{e.Context}, row...)
+		}
+		rows = append(rows, row)
+	}
+	headers := []string{"NAME", "STATUS", "PROFILE/IMAGE", "WORKSPACE", "AGE", "IDLE", "CONFIG", "STOPS"}
+	shift := 0
+	if opts.AllContexts {
+		headers, shift = append([]string{"CONTEXT"}, headers...), 1
 	}
 	t := cmdutil.Table{
-		Headers: []string{"NAME", "STATUS", "PROFILE/IMAGE", "WORKSPACE", "AGE", "IDLE", "CONFIG", "STOPS"},
+		Headers: headers,
 		Rows:    rows,
 		Color: func(row, col int) lipgloss.Color {
+			col -= shift
 			switch {
-			case col == 1 && rows[row][1] == "running":
+			case col == 1 && rows[row][1+shift] == "running":
 				return "2"
-			case col == 1 && rows[row][1] == "paused":
+			case col == 1 && rows[row][1+shift] == "paused":
 				return "3"
-			case col == 6 && rows[row][6] == "changed":
+			case col == 6 && rows[row][6+shift] == "changed":
 				return "3"
 			}
 			return ""
@@ -190,7 +245,7 @@ func entryFor(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, now 
 		Name: sb.Name, ID: sb.ID, Container: sandbox.ContainerName(sb.Name), Status: sb.Status,
 		Profile: sb.Labels[sandbox.LabelProfile], Image: sb.Image, Project: sb.Labels[sandbox.LabelProject],
 		CreatedAt: sb.CreatedAt.UTC(), ConfigHash: sb.Hash(), Labels: sb.Labels, Ports: sb.Ports,
-		Workspace: Workspace{Mode: sb.Labels[sandbox.LabelWorkspace], Path: sb.Labels[sandbox.LabelProject]},
+		Workspace: Workspace{Mode: sb.Labels[sandbox.LabelWorkspace], Path: sb.Labels[sandbox.LabelProject], Carriage: sandbox.CarriageOf(sb)},
 	}
 	if e.Ports == nil {
 		e.Ports = []string{}

@@ -307,14 +307,13 @@ var looseningRules = map[string]func(j *judge){
 	},
 	"tools.deny": never, // with tools.allow
 	"protectedPaths": func(j *judge) {
-		var dropped []string
-		for _, p := range j.base.Config.ProtectedPaths {
-			if !slices.Contains(j.full.Config.ProtectedPaths, p) {
-				dropped = append(dropped, p)
-			}
-		}
-		if len(dropped) > 0 {
+		if dropped := droppedFrom(j.base.Config.ProtectedPaths, j.full.Config.ProtectedPaths); len(dropped) > 0 {
 			j.add("protectedPaths", formatList(j.full.Config.ProtectedPaths), "lets a rw sandbox write "+strings.Join(dropped, ", ")+", which tools on the host obey")
+		}
+	},
+	"workspaceExclude": func(j *judge) {
+		if dropped := droppedFrom(j.base.Config.WorkspaceExclude, j.full.Config.WorkspaceExclude); len(dropped) > 0 {
+			j.add("workspaceExclude", formatList(j.full.Config.WorkspaceExclude), "copies "+strings.Join(dropped, ", ")+" to a remote engine, which your own settings leave out")
 		}
 	},
 	"limits.memory": func(j *judge) {
@@ -434,3 +433,15 @@ func (t Tmpfs) size() int64 {
 func formatList(l []string) string { return "[" + strings.Join(l, ", ") + "]" }
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 func formatInt(n int64) string     { return strconv.FormatInt(n, 10) }
+
+// droppedFrom lists the entries of base that full lacks: a list whose entries each tighten
+// is loosened by exactly those.
+func droppedFrom(base, full []string) []string {
+	var dropped []string
+	for _, p := range base {
+		if !slices.Contains(full, p) {
+			dropped = append(dropped, p)
+		}
+	}
+	return dropped
+}

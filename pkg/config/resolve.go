@@ -499,7 +499,7 @@ func newState() *state {
 	for name := range st.c.Ulimits {
 		st.src["ulimits."+name] = def
 	}
-	for _, k := range []string{"capDrop", "tools.allow", "tools.deny", "protectedPaths"} {
+	for _, k := range []string{"capDrop", "tools.allow", "tools.deny", "protectedPaths", "workspaceExclude"} {
 		for i := range *lookupKey(k).field(&st.c).(*[]string) {
 			st.src[fmt.Sprintf("%s[%d]", k, i)] = def
 		}

@@ -45,6 +45,9 @@ type Config struct {
 	Tools           Tools             `json:"tools"`
 	// ProtectedPaths are project paths mounted read-only over a rw workspace.
 	ProtectedPaths []string `json:"protectedPaths"`
+	// WorkspaceExclude are .gitignore-style patterns of project paths left out of a workspace
+	// carried to an engine that cannot see the project.
+	WorkspaceExclude []string `json:"workspaceExclude"`
 	// Limits are the ceilings for values an untrusted project file may set.
 	Limits Limits `json:"limits"`
 

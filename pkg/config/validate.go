@@ -63,6 +63,7 @@ func Validate(r *Resolved) (refused, warnings []Problem) {
 	v.setup()
 	v.tools()
 	v.protectedEntries()
+	v.workspaceExclude()
 	v.ceilings()
 	return v.refused, v.warnings
 }
@@ -631,4 +632,31 @@ func underAny(p string, dirs []string) string {
 		}
 	}
 	return ""
+}
+
+func (v *validator) workspaceExclude() {
+	for i, p := range v.c.WorkspaceExclude {
+		if err := ValidWorkspaceExclude(p); err != nil {
+			v.refuse(fmt.Sprintf("workspaceExclude[%d]", i), p, err.Error(), "write a .gitignore-style pattern such as node_modules/, *.log or /build")
+		}
+	}
+}
+
+// ValidWorkspaceExclude refuses a workspaceExclude pattern sbx does not take: no "!", which
+// would bring back what another layer left out, and no "\" or "[" classes.
+func ValidWorkspaceExclude(p string) error {
+	switch {
+	case strings.TrimSpace(p) == "" || strings.Trim(p, "/") == "":
+		return errors.New("an empty pattern")
+	case strings.HasPrefix(p, "!"):
+		return errors.New(`"!" patterns are not taken: an exclude can only leave more out`)
+	case strings.ContainsAny(p, "\\["):
+		return errors.New(`"\" and "[" are not taken; use * and ?`)
+	}
+	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
+		if seg == ".." || seg == "." || seg == "" {
+			return errors.New("an empty, . or .. segment")
+		}
+	}
+	return nil
 }

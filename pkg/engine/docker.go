@@ -22,12 +22,19 @@ const ConnectTimeout = 5 * time.Second
 // Connect builds a client for ep with API version negotiation and checks that the engine
 // answers within ConnectTimeout. With debug non-nil, every API call is logged to it.
 func Connect(ctx context.Context, ep Endpoint, debug io.Writer) (*client.Client, error) {
-	if strings.HasPrefix(ep.Host, "ssh://") {
-		return nil, errs.Failure(
-			fmt.Errorf("engine endpoint %s (from %s) uses ssh, which sbx cannot dial", ep.Host, ep.Source),
-			"forward the remote socket (ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST) and set DOCKER_HOST=unix:///tmp/docker.sock")
-	}
 	opts := []client.Opt{client.WithAPIVersionNegotiation()}
+	timeout := ConnectTimeout
+	var ssh *sshDialer
+	if strings.HasPrefix(ep.Host, "ssh://") {
+		target, err := parseSSH(ep.Host)
+		if err != nil {
+			return nil, errs.Failure(fmt.Errorf("engine endpoint %q (from %s): %w", ep.Host, ep.Source, err),
+				"write the endpoint as ssh://[user@]host[:port]")
+		}
+		ssh, timeout = &sshDialer{target: target}, sshConnectTimeout
+		// The client needs an http address to speak to; the dialer decides where it goes.
+		opts = append(opts, client.WithHost("http://docker.example.com"), client.WithDialContext(ssh.dial))
+	}
 	if ep.TLS != nil {
 		tlsCfg, err := clientTLS(ep.TLS)
 		if err != nil {
@@ -37,7 +44,9 @@ func Connect(ctx context.Context, ep Endpoint, debug io.Writer) (*client.Client,
 		// The client configures the socket on whatever *http.Transport it holds, so ours goes first.
 		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}))
 	}
-	opts = append(opts, client.WithHost(ep.Host))
+	if ssh == nil {
+		opts = append(opts, client.WithHost(ep.Host))
+	}
 	if debug != nil {
 		opts = append(opts, client.WithTraceProvider(newDebugTracer(debug)))
 	}
@@ -46,7 +55,7 @@ func Connect(ctx context.Context, ep Endpoint, debug io.Writer) (*client.Client,
 		return nil, errs.Failure(fmt.Errorf("engine endpoint %q (from %s): %w", ep.Host, ep.Source, err),
 			"set DOCKER_HOST to a valid address such as unix:///var/run/docker.sock")
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	pingCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ping, err := cli.Ping(pingCtx)
 	if err != nil {
@@ -54,7 +63,10 @@ func Connect(ctx context.Context, ep Endpoint, debug io.Writer) (*client.Client,
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, Unreachable(ep, err)
+		if ssh != nil && ssh.failure() != nil {
+			return nil, fmt.Errorf("cannot reach the Docker engine at %s (from %s): %w", ep.Host, ep.Source, ssh.failure())
+		}
+		return nil, unreachable(ep, err, timeout)
 	}
 	// Negotiate from the ping we already have; the client would otherwise ping again.
 	cli.NegotiateAPIVersionPing(ping)
@@ -63,8 +75,12 @@ func Connect(ctx context.Context, ep Endpoint, debug io.Writer) (*client.Client,
 
 // Unreachable is the error for an engine that did not answer at ep.
 func Unreachable(ep Endpoint, cause error) error {
+	return unreachable(ep, cause, ConnectTimeout)
+}
+
+func unreachable(ep Endpoint, cause error, timeout time.Duration) error {
 	if errors.Is(cause, context.DeadlineExceeded) {
-		cause = fmt.Errorf("no answer within %s", ConnectTimeout)
+		cause = fmt.Errorf("no answer within %s", timeout)
 	}
 	return errs.Failure(
 		fmt.Errorf("cannot reach the Docker engine at %s (from %s): %w", ep.Host, ep.Source, cause),

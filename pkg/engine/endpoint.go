@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -31,14 +33,65 @@ type TLS struct {
 	SkipVerify bool   `json:"skipVerify,omitempty"`
 }
 
-// ResolveEndpoint finds the engine the docker CLI would use: DOCKER_HOST, else the context
-// named by DOCKER_CONTEXT or by currentContext in the CLI config, else the default socket.
-// It reads files but never dials.
-func ResolveEndpoint(getenv func(string) string, home string) (Endpoint, error) {
-	configDir := getenv("DOCKER_CONFIG")
-	if configDir == "" {
-		configDir = filepath.Join(home, ".docker")
+// ResolveEndpoint finds the engine to use: the context named by flagContext (sbx's --context)
+// or by SBX_CONTEXT, as the docker CLI's --context beats DOCKER_HOST; else what the docker CLI
+// would use: DOCKER_HOST, else the context named by DOCKER_CONTEXT or by currentContext in
+// the CLI config, else the default socket. Only the user chooses the engine: no project file
+// takes part. It reads files but never dials.
+func ResolveEndpoint(getenv func(string) string, home, flagContext string) (Endpoint, error) {
+	configDir := DockerConfigDir(getenv, home)
+	switch {
+	case flagContext != "":
+		return namedContext(getenv, configDir, flagContext, "--context")
+	case getenv("SBX_CONTEXT") != "":
+		return namedContext(getenv, configDir, getenv("SBX_CONTEXT"), "SBX_CONTEXT")
 	}
+	return dockerEndpoint(getenv, configDir)
+}
+
+// DockerConfigDir is the docker CLI's configuration directory: DOCKER_CONFIG, else ~/.docker.
+func DockerConfigDir(getenv func(string) string, home string) string {
+	if dir := getenv("DOCKER_CONFIG"); dir != "" {
+		return dir
+	}
+	return filepath.Join(home, ".docker")
+}
+
+// namedContext is the endpoint of context name, chosen by source; "default" is the engine
+// DOCKER_HOST names, else the default socket, as for the docker CLI.
+func namedContext(getenv func(string) string, configDir, name, source string) (Endpoint, error) {
+	if name != "default" {
+		return contextEndpoint(configDir, name, source)
+	}
+	if host := getenv("DOCKER_HOST"); host != "" {
+		return dockerEndpoint(getenv, configDir)
+	}
+	return Endpoint{Host: DefaultHost, Source: "context default (" + source + ")", Context: "default"}, nil
+}
+
+// Contexts lists the names of the docker CLI's contexts, "default" first and the rest sorted.
+func Contexts(getenv func(string) string, home string) ([]string, error) {
+	metaDir := filepath.Join(DockerConfigDir(getenv, home), "contexts", "meta")
+	entries, err := os.ReadDir(metaDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading docker contexts: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(metaDir, e.Name(), "meta.json"))
+		if err != nil {
+			continue
+		}
+		var meta struct{ Name string }
+		if json.Unmarshal(data, &meta) == nil && meta.Name != "" && meta.Name != "default" {
+			names = append(names, meta.Name)
+		}
+	}
+	slices.Sort(names)
+	return append([]string{"default"}, names...), nil
+}
+
+func dockerEndpoint(getenv func(string) string, configDir string) (Endpoint, error) {
 	if host := getenv("DOCKER_HOST"); host != "" {
 		ep := Endpoint{Host: host, Source: "DOCKER_HOST"}
 		if getenv("DOCKER_TLS_VERIFY") != "" {
@@ -125,4 +178,26 @@ func contextEndpoint(configDir, name, source string) (Endpoint, error) {
 		ep.TLS = tls
 	}
 	return ep, nil
+}
+
+// Remote says whether the engine at host runs on another machine, so it cannot see this
+// one's files: an ssh:// endpoint, or tcp:// to an address that is not loopback. A Unix
+// socket and a loopback address may still be a VM's engine, which sbx does not guess at.
+func Remote(host string) bool {
+	if strings.HasPrefix(host, "ssh://") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(host, "tcp://")
+	if !ok {
+		return false
+	}
+	h, _, err := net.SplitHostPort(rest)
+	if err != nil {
+		h = rest
+	}
+	if h == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(h)
+	return ip == nil || !ip.IsLoopback()
 }

@@ -72,7 +72,7 @@ func TestResolveEndpoint(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ep, err := ResolveEndpoint(env(tt.env), tt.home)
+			ep, err := ResolveEndpoint(env(tt.env), tt.home, "")
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
@@ -93,7 +93,7 @@ func TestResolveEndpoint(t *testing.T) {
 }
 
 func TestResolveEndpointTLSFiles(t *testing.T) {
-	ep, err := ResolveEndpoint(env(map[string]string{"DOCKER_HOST": "tcp://h:2376", "DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": "/certs"}), "/home/x")
+	ep, err := ResolveEndpoint(env(map[string]string{"DOCKER_HOST": "tcp://h:2376", "DOCKER_TLS_VERIFY": "1", "DOCKER_CERT_PATH": "/certs"}), "/home/x", "")
 	if err != nil {
 		t.Fatal(err)
 	}

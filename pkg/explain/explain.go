@@ -25,6 +25,10 @@ type Live struct {
 	// HashMatches is true when the container's stored config hash equals the resolved one.
 	HashMatches   bool     `json:"hashMatches"`
 	DifferingKeys []string `json:"differingKeys,omitempty"`
+	// Carriage is how the workspace reaches the sandbox (sandbox.Carriage): bind, overlay,
+	// volume, or copy on an engine that cannot see the project; for one not yet made, how it
+	// would.
+	Carriage string `json:"carriage,omitempty"`
 	// ApplyCommand applies the resolved config, e.g. "sbx create --replace".
 	ApplyCommand string `json:"applyCommand,omitempty"`
 }

@@ -415,8 +415,10 @@ func (p *printer) engine(rep Report) {
 		return
 	case !e.Exists:
 		p.line(fmt.Sprintf("  container %s does not exist yet", rep.Sandbox.Container))
+		p.carriage(e.Carriage)
 		return
 	}
+	defer p.carriage(e.Carriage)
 	state := "stopped"
 	if e.Running {
 		state = "running"
@@ -439,6 +441,14 @@ func (p *printer) engine(rep Report) {
 	p.line("  " + msg)
 	if e.ApplyCommand != "" {
 		p.line("  apply it with: " + e.ApplyCommand)
+	}
+}
+
+// carriage says how the workspace reaches the sandbox when it is a carried copy; the other
+// ways are what the workspace mode says.
+func (p *printer) carriage(c string) {
+	if c == "copy" {
+		p.line("  workspace: a copy of the project in the sandbox's volume, as the engine cannot see it; sbx sync sends host changes, sbx diff and apply bring the sandbox's back")
 	}
 }
 

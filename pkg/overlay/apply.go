@@ -95,7 +95,7 @@ type applier struct {
 func (a *applier) done(c Change, paths ...string) {
 	for _, p := range paths {
 		if p != "" {
-			a.m.refresh(a.l.Lower, p)
+			a.m.refresh(a.l, p)
 		}
 	}
 	a.res.Applied = append(a.res.Applied, c)
@@ -361,6 +361,9 @@ func tempName() string {
 // the sandbox deleted or replaced whole can only go with that directory: it is refused,
 // naming the directory, unless a path covers the directory too. It returns what it dropped.
 func (l Layers) Discard(paths []string) ([]Change, error) {
+	if err := l.notCarried("discard"); err != nil {
+		return nil, err
+	}
 	changes, err := l.Changes(nil, paths)
 	if err != nil {
 		return nil, err

@@ -80,18 +80,27 @@ func (l Layers) Changes(protectedPaths, paths []string) ([]Change, error) {
 	}
 	defer unix.Close(up)
 	defer unix.Close(low)
-	s := &scan{up: up, low: low}
-	if err := s.dir("", false, ""); err != nil {
+	m, err := readManifest(l)
+	if err != nil {
+		return nil, err
+	}
+	s := &scan{up: up, low: low, full: l.Carried}
+	if err := s.dir("", l.Carried, ""); err != nil {
 		return nil, fmt.Errorf("reading the sandbox's changes: %w", err)
+	}
+	if l.Carried {
+		kept := s.out[:0]
+		for _, c := range s.out {
+			if !s.untouched(m, c) {
+				kept = append(kept, c)
+			}
+		}
+		s.out = kept
 	}
 	if err := s.renames(); err != nil {
 		return nil, fmt.Errorf("reading the sandbox's changes: %w", err)
 	}
 	// The scan's descriptors stay open for binary below.
-	m, err := readManifest(l)
-	if err != nil {
-		return nil, err
-	}
 	var out []Change
 	for _, c := range s.out {
 		if !selected(c, paths) {
@@ -143,6 +152,9 @@ func selected(c Change, paths []string) bool {
 type scan struct {
 	up, low int
 	out     []Change
+	// full: the upper layer is a whole workspace (a carried one), every directory of which
+	// replaces the project's.
+	full bool
 }
 
 // dir compares the upper directory rel with the project's. replaced: the upper directory
@@ -189,7 +201,7 @@ func (s *scan) dir(rel string, replaced bool, replacedBy string) error {
 				}
 			}
 		case kindOf(ust) == KindDir:
-			opaque := isOpaque(ud, name)
+			opaque := s.full || isOpaque(ud, name)
 			if lkind == KindDir && !opaque {
 				if perm(ust) != perm(lst) {
 					s.out = append(s.out, Change{Path: p, Status: ModeOnly, Kind: KindDir, oldPerm: perm(lst), newPerm: perm(ust), replacedBy: replacedBy})

@@ -55,6 +55,9 @@ func (l Layers) checkpointPath(label string) string {
 // reads the layer as it is: a command writing at the same time may be caught half-way, so
 // take checkpoints between commands.
 func (l Layers) Checkpoint(label string) (Checkpoint, error) {
+	if err := l.notCarried("checkpoints"); err != nil {
+		return Checkpoint{}, err
+	}
 	if err := ValidLabel(label); err != nil {
 		return Checkpoint{}, err
 	}
@@ -180,6 +183,9 @@ func (l Layers) Checkpoints() ([]Checkpoint, error) {
 // mounted (the sandbox stopped): the checkpoint is extracted beside the upper layer, which
 // is then swapped for it, so an interrupted rollback leaves the old layer or the new one.
 func (l Layers) Rollback(label string) error {
+	if err := l.notCarried("checkpoints"); err != nil {
+		return err
+	}
 	if err := ValidLabel(label); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -24,6 +25,9 @@ type Layers struct {
 	Lower string
 	// Dir is sbx's directory for the sandbox's overlay: upper/, work/ and the manifest.
 	Dir string
+	// Carried says the workspace is a copy in the sandbox's volume (carry.go): Upper holds
+	// the sandbox's whole workspace, fetched for this diff or apply.
+	Carried bool
 }
 
 // Upper is where the sandbox's changes land.
@@ -56,6 +60,8 @@ type entry struct {
 	Size  int64  `json:"s"`
 	Mtime int64  `json:"t"`
 	Ino   uint64 `json:"i"`
+	// Hash is the SHA-256 of a carried file's content or symlink's target (carry.go).
+	Hash string `json:"h,omitempty"`
 }
 
 func entryOf(rel string, fi fs.FileInfo) entry {
@@ -190,7 +196,7 @@ func (m manifest) hostChange(lower, rel string) string {
 		return "deleted on the host since the sandbox was created"
 	case !had:
 		return "created on the host since the sandbox was created"
-	case entryOf(rel, fi) != old:
+	case entryOf(rel, fi) != entry{Path: old.Path, Mode: old.Mode, Size: old.Size, Mtime: old.Mtime, Ino: old.Ino}:
 		return "changed on the host since the sandbox was created"
 	}
 	return ""
@@ -220,12 +226,29 @@ func (m manifest) write(l Layers) error {
 	return os.Rename(tmp.Name(), l.manifestPath())
 }
 
-// refresh records rel as the host has it now (gone: forgotten).
-func (m manifest) refresh(lower, rel string) {
-	fi, err := os.Lstat(filepath.Join(lower, filepath.FromSlash(rel)))
+// refresh records rel as the host has it now (gone: forgotten). In a carried workspace the
+// host's file is then the sandbox's too (apply wrote it), so it gets its digest: the path is
+// as carried again, and a later host edit is sbx sync's to send.
+func (m manifest) refresh(l Layers, rel string) {
+	p := filepath.Join(l.Lower, filepath.FromSlash(rel))
+	fi, err := os.Lstat(p)
 	if err != nil {
 		delete(m, rel)
 		return
 	}
-	m[rel] = entryOf(rel, fi)
+	e := entryOf(rel, fi)
+	if l.Carried {
+		switch {
+		case fi.Mode().Type() == fs.ModeSymlink:
+			if target, err := os.Readlink(p); err == nil {
+				e.Hash = digest(strings.NewReader(target))
+			}
+		case fi.Mode().IsRegular():
+			if f, err := os.Open(p); err == nil {
+				e.Hash = digest(f)
+				f.Close()
+			}
+		}
+	}
+	m[rel] = e
 }

@@ -48,6 +48,9 @@ type Manager struct {
 	// HostPaths says the engine sees this machine's files (a local engine), which workspace
 	// overlay needs: its layers are directories here.
 	HostPaths bool
+	// Carry copies a ro or rw workspace into the sandbox instead of binding the project: the
+	// engine is remote (engine.Remote), so the project's path is not there (carry.go).
+	Carry bool
 	// HomeDir is the user's home, where git config paths written ~/ start.
 	HomeDir string
 	// Warn receives warnings for stderr, which quiet does not silence.
@@ -240,6 +243,12 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 				return nil, err
 			}
 			created.Status = "running"
+			if created.Labels[LabelCarry] != "" {
+				if err := m.carryIn(ctx, in, created); err != nil {
+					_ = m.Remove(context.WithoutCancel(ctx), in.Name, true)
+					return nil, err
+				}
+			}
 			return &EnsureResult{Sandbox: created, Created: true}, nil
 		}
 		if err != nil {
@@ -363,6 +372,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err := m.checkIsolation(ctx, in.Config); err != nil {
 		return nil, err
 	}
+	in.Carried = m.carries(in.Config.Workspace)
 	// Before anything slow (an image build): a project that cannot be protected is refused.
 	plan, err := m.protection(in)
 	if err != nil {
@@ -492,7 +502,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 // protection plans the protected paths of in's sandbox, nil unless its workspace is rw, and
 // passes on the plan's warnings.
 func (m *Manager) protection(in SpecInput) (*protect.Plan, error) {
-	if in.Config.Workspace != config.WorkspaceRW {
+	// A carried workspace binds nothing of the host: its changes come back only through apply,
+	// which skips protected paths.
+	if in.Config.Workspace != config.WorkspaceRW || in.Carried {
 		return nil, nil
 	}
 	find := m.Protect
@@ -649,7 +661,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 	if !forget {
 		return nil
 	}
-	if sb.Labels[LabelWorkspace] == "none" {
+	if sb.Labels[LabelWorkspace] == "none" || sb.Labels[LabelCarry] != "" {
 		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.Name), true); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
@@ -657,6 +669,11 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 	if sb.Labels[LabelWorkspace] == config.WorkspaceOverlay {
 		if err := m.removeOverlay(ctx, sb.Name, sb.Image); err != nil {
 			return err
+		}
+	}
+	if sb.Labels[LabelCarry] != "" {
+		if err := m.State.remove(m.State.overlayDir(sb.Name)); err != nil {
+			return fmt.Errorf("sandbox %q was removed, but not the record of its carried workspace: %w", sb.Name, err)
 		}
 	}
 	if sb.hasOwnNetwork() {

@@ -96,6 +96,9 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 	if err != nil {
 		return overlay.Layers{}, err
 	}
+	if sb.Labels[LabelCarry] != "" {
+		return m.fetchCarried(ctx, sb)
+	}
 	if ws := sb.Labels[LabelWorkspace]; ws != config.WorkspaceOverlay {
 		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q has workspace %s, not overlay: its changes are already on the host or in its own volume", name, ws),
 			fmt.Sprintf("create it with an overlay workspace: sbx create -n %s --workspace overlay --replace", name))

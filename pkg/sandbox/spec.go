@@ -122,6 +122,10 @@ type SpecInput struct {
 	OneOffEnv []string
 	// CreateSettings are the flag settings this sandbox is created with, kept in a label.
 	CreateSettings []config.Setting
+	// Carried puts a copy of the project (a ro or rw workspace) in the sandbox's volume
+	// instead of binding it, for an engine that cannot see it (carry.go). It stays out of
+	// the config hash: how the project gets there does not shape what the sandbox may do.
+	Carried bool
 	// AgentDir is the host directory for the agent's socket; "" runs KeepAlive instead of
 	// the agent. It stays out of the config hash: the transport does not shape the sandbox.
 	AgentDir string
@@ -211,6 +215,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		LabelCreateSettings: string(settings),
 		LabelAgent:          agentVersion,
 	})
+	if in.Carried {
+		labels[LabelCarry] = CarryCopy
+	}
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}
 	if cfg.Workspace == config.WorkspaceOverlay {
@@ -317,6 +324,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 }
 
 func workspaceMounts(in SpecInput, labels map[string]string) ([]mount.Mount, error) {
+	if in.Carried {
+		return []mount.Mount{{Type: mount.TypeVolume, Source: VolumeName(in.Name), Target: WorkspacePath}}, nil
+	}
 	switch in.Config.Workspace {
 	case "ro", "rw":
 		if !path.IsAbs(in.ProjectRoot) {

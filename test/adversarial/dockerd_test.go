@@ -190,7 +190,7 @@ func (e *privateEngine) loadImage(ref string) {
 	e.t.Helper()
 	ctx := context.Background()
 	home, _ := os.UserHomeDir()
-	ep, err := engine.ResolveEndpoint(os.Getenv, home)
+	ep, err := engine.ResolveEndpoint(os.Getenv, home, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -318,6 +318,7 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 		fail("diff", "-n", name),
 		fail("apply", "-n", name),
 		fail("discard", "-n", name),
+		fail("sync", "-n", name),
 		fail("checkpoint", "-n", name, "one"),
 		fail("checkpoint", "ls", "-n", name),
 		fail("rollback", "-n", name, "one"),

@@ -60,7 +60,7 @@ func mainRun(m *testing.M) int {
 // sweep removes whatever a failed test left on the shared engine under this run's label.
 func sweep() error {
 	home, _ := os.UserHomeDir()
-	ep, err := engine.ResolveEndpoint(os.Getenv, home)
+	ep, err := engine.ResolveEndpoint(os.Getenv, home, "")
 	if err != nil {
 		return nil
 	}

@@ -92,7 +92,7 @@ func probesFromInside(t *testing.T, iso string) {
 	if os.Getenv("DOCKER_HOST") == "" {
 		// Set it explicitly, so a leak of the caller's engine address would be visible inside.
 		home, _ := os.UserHomeDir()
-		if ep, err := engine.ResolveEndpoint(os.Getenv, home); err == nil {
+		if ep, err := engine.ResolveEndpoint(os.Getenv, home, ""); err == nil {
 			s.Env = append(s.Env, "DOCKER_HOST="+ep.Host)
 		}
 	}

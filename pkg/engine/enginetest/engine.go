@@ -22,7 +22,7 @@ const TestLabel = "sbx.test"
 func RealEngine(t testing.TB) engine.Engine {
 	t.Helper()
 	home, _ := os.UserHomeDir()
-	ep, err := engine.ResolveEndpoint(os.Getenv, home)
+	ep, err := engine.ResolveEndpoint(os.Getenv, home, "")
 	if err == nil {
 		var cli engine.Engine
 		cli, err = engine.Connect(context.Background(), ep, nil)
