@@ -274,19 +274,48 @@ func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *networ
 	return cfg, host, net
 }
 
-// outwardNetwork is the network the proxy reaches the world through: the engine's default
-// bridge. The proxy refuses private and host addresses itself, so sharing it with other
-// containers gives the sandbox nothing of theirs.
-const outwardNetwork = "bridge"
+// OutwardNetwork is the network every egress proxy reaches the world through: a bridge sbx
+// makes once and shares, with the largest MTU, as the sandbox's network to its proxy has.
+// TCP takes the smaller of both ends' segment sizes, so a destination behind a 1500-byte
+// link is unaffected, while a download from this machine or its bridges moves in a tenth of
+// the packets. The proxy refuses private and host addresses itself, so sharing it gives a
+// sandbox nothing of another's.
+const OutwardNetwork = "sbx-egress-out"
+
+// roleOutward marks the outward network.
+const roleOutward = "egress-outward"
+
+// ensureOutwardNetwork makes OutwardNetwork when it is missing. A network of that name that
+// sbx did not make is refused, never joined.
+func (m *Manager) ensureOutwardNetwork(ctx context.Context) error {
+	for range 2 {
+		n, err := m.Engine.NetworkInspect(ctx, OutwardNetwork, network.InspectOptions{})
+		switch {
+		case err == nil && (n.Labels[LabelManaged] != "true" || n.Labels[LabelRole] != roleOutward):
+			return &NotManagedError{Container: "network " + OutwardNetwork}
+		case err == nil:
+			return nil
+		case !cerrdefs.IsNotFound(err):
+			return engineErr("inspecting the egress proxies' outward network", err)
+		}
+		_, err = m.Engine.NetworkCreate(ctx, OutwardNetwork, network.CreateOptions{Driver: "bridge",
+			Labels:  map[string]string{LabelManaged: "true", LabelRole: roleOutward},
+			Options: map[string]string{"com.docker.network.driver.mtu": "65520"}})
+		if err == nil {
+			return nil
+		}
+		if !cerrdefs.IsConflict(err) { // another sbx made it meanwhile: look again
+			return engineErr("creating the egress proxies' outward network", err)
+		}
+	}
+	return nil
+}
 
 // egressInternal lists the addresses the proxy refuses after resolving, besides the reserved
-// ranges: the outward network's gateway (the engine's host), this machine's own addresses
-// (the host, when the engine is local), the egress range, and the sandbox's subnet.
+// ranges: the gateways (the engine's host) and subnets of the outward network and of the
+// engine's default bridge, this machine's own addresses (the host, when the engine is
+// local), the egress range, and the sandbox's subnet.
 func (m *Manager) egressInternal(ctx context.Context, subnet netip.Prefix) ([]string, error) {
-	n, err := m.Engine.NetworkInspect(ctx, outwardNetwork, network.InspectOptions{})
-	if err != nil {
-		return nil, engineErr("inspecting the engine's default bridge", err)
-	}
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -295,12 +324,18 @@ func (m *Manager) egressInternal(ctx context.Context, subnet netip.Prefix) ([]st
 			out = append(out, s)
 		}
 	}
-	for _, c := range n.IPAM.Config {
-		if a, err := netip.ParseAddr(c.Gateway); err == nil {
-			add(a.String())
+	for _, name := range []string{OutwardNetwork, "bridge"} {
+		n, err := m.Engine.NetworkInspect(ctx, name, network.InspectOptions{})
+		if err != nil {
+			return nil, engineErr("inspecting network "+name, err)
 		}
-		if p, err := netip.ParsePrefix(c.Subnet); err == nil {
-			add(p.Masked().String())
+		for _, c := range n.IPAM.Config {
+			if a, err := netip.ParseAddr(c.Gateway); err == nil {
+				add(a.String())
+			}
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				add(p.Masked().String())
+			}
 		}
 	}
 	if addrs, err := net.InterfaceAddrs(); err == nil {
@@ -351,6 +386,9 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 	if err != nil {
 		return subnet, errs.Failure(fmt.Errorf("sandbox %q: making its egress directory: %w", in.Name, err), "")
 	}
+	if err := m.ensureOutwardNetwork(ctx); err != nil {
+		return subnet, err
+	}
 	internal, err := m.egressInternal(ctx, subnet)
 	if err != nil {
 		return subnet, err
@@ -366,8 +404,8 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 	if err != nil {
 		return subnet, engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)
 	}
-	if err := m.Engine.NetworkConnect(ctx, outwardNetwork, resp.ID, nil); err != nil {
-		return subnet, engineErr(fmt.Sprintf("connecting the egress proxy of sandbox %q to the %s network", in.Name, outwardNetwork), err)
+	if err := m.Engine.NetworkConnect(ctx, OutwardNetwork, resp.ID, nil); err != nil {
+		return subnet, engineErr(fmt.Sprintf("connecting the egress proxy of sandbox %q to the %s network", in.Name, OutwardNetwork), err)
 	}
 	return subnet, nil
 }

@@ -814,6 +814,9 @@ func newEgressEngine(t *testing.T, readyDir func() string) *egressEngine {
 		},
 		NetworkCreateFn: func(_ context.Context, name string, opts network.CreateOptions) (network.CreateResponse, error) {
 			e.calls = append(e.calls, "network "+name)
+			if opts.IPAM == nil { // the engine picks the subnet
+				opts.IPAM = &network.IPAM{Config: []network.IPAMConfig{{Subnet: "172.18.0.0/16", Gateway: "172.18.0.1"}}}
+			}
 			if opts.IPAM.Config[0].Subnet == "10.213.0.16/28" { // taken by another sbx since the listing
 				return network.CreateResponse{}, cerrdefs.ErrConflict.WithMessage("Pool overlaps with other one on this address space")
 			}
@@ -889,8 +892,8 @@ func ensureEgress(t *testing.T) (*sandbox.Manager, *egressEngine) {
 
 func TestEnsureWithEgress(t *testing.T) {
 	m, e := ensureEgress(t)
-	want := []string{"network sbx-app-123456-egress", "network sbx-app-123456-egress", "create sbx_proxy-app-123456",
-		"connect sbx_proxy-app-123456 bridge", "create sbx-app-123456", "start sbx_proxy-app-123456", "start sbx-app-123456"}
+	want := []string{"network sbx-app-123456-egress", "network sbx-app-123456-egress", "network sbx-egress-out", "create sbx_proxy-app-123456",
+		"connect sbx_proxy-app-123456 sbx-egress-out", "create sbx-app-123456", "start sbx_proxy-app-123456", "start sbx-app-123456"}
 	if !slices.Equal(e.calls, want) {
 		t.Errorf("calls\n%q\nwant\n%q", e.calls, want)
 	}
@@ -913,7 +916,10 @@ func TestEnsureWithEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, err := egress.ParseFile(data)
-	if err != nil || !slices.Equal(f.Allow, []string{"@debian"}) || !slices.Contains(f.Internal, "172.17.0.1") ||
+	if out := e.networks[sandbox.OutwardNetwork]; out.Internal || out.Options["com.docker.network.driver.mtu"] != "65520" || out.Labels[sandbox.LabelManaged] != "true" {
+		t.Errorf("outward network %+v: want a bridge out, MTU 65520, labelled", out)
+	}
+	if err != nil || !slices.Equal(f.Allow, []string{"@debian"}) || !slices.Contains(f.Internal, "172.17.0.1") || !slices.Contains(f.Internal, "172.18.0.1") ||
 		!slices.Contains(f.Internal, "10.213.0.32/28") || !slices.Contains(f.Internal, "10.213.0.0/16") {
 		t.Errorf("rules file %+v, %v", f, err)
 	}
@@ -1025,5 +1031,21 @@ func TestCreateGVisorChecksTheRuntime(t *testing.T) {
 				t.Errorf("runtime %q, agent label %q, cmd %q", host.Runtime, cfg.Labels[sandbox.LabelAgent], cfg.Cmd)
 			}
 		})
+	}
+}
+
+// A network called sbx-egress-out that sbx did not make is never joined: a proxy on it could
+// be reached by whatever else its maker put there.
+func TestEgressRefusesAForeignOutwardNetwork(t *testing.T) {
+	var m *sandbox.Manager
+	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
+	e.networks[sandbox.OutwardNetwork] = network.Inspect{Name: sandbox.OutwardNetwork, Labels: map[string]string{"someone": "else"}}
+	m = fakeManager(t, e.FakeEngine)
+	in := specInput()
+	in.Config.Egress = []string{"@debian"}
+	_, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
+	var nm *sandbox.NotManagedError
+	if !errors.As(err, &nm) || slices.Contains(e.calls, "connect sbx_proxy-app-123456 "+sandbox.OutwardNetwork) {
+		t.Fatalf("err %v, calls %q: want the network refused and nothing connected to it", err, e.calls)
 	}
 }
