@@ -270,16 +270,18 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	if in.ToolboxDir != "" {
+		// The image may have no sleep on its PATH (FROM scratch with a busybox).
+		spec.Container.Cmd = toolboxKeepAlive()
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.ToolboxDir, Target: ToolboxMountPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
 	if in.AgentDir != "" {
 		spec.Container.Cmd = agent.Cmd(AgentMountPath, cfg.IdleStop)
 		spec.Container.Env = append(spec.Container.Env, agent.Env())
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
-	}
-	if in.ToolboxDir != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.ToolboxDir, Target: ToolboxMountPath, ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if cfg.CACerts != "" {

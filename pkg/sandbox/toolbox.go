@@ -191,3 +191,8 @@ func toolboxLabel(dir string) string {
 	}
 	return filepath.Base(dir)
 }
+
+// toolboxKeepAlive is KeepAlive from the toolbox.
+func toolboxKeepAlive() []string {
+	return append([]string{ToolboxMountPath + "/bin/" + KeepAlive[0]}, KeepAlive[1:]...)
+}
