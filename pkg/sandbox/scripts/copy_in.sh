@@ -70,6 +70,12 @@ else
 	[ "$owner" = 1 ] && own=()
 fi
 say ready
+# take N copies N bytes of stdin and reads no further: GNU head does, busybox's reads ahead
+# (stdio), its dd counting bytes does not.
+case $(head --version 2>/dev/null) in
+*GNU*) take() { head -c "$1"; } ;;
+*) take() { dd bs=65536 iflag=count_bytes count="$1" 2>/dev/null; } ;;
+esac
 recv() {
 	local n
 	while IFS= read -r n; do
@@ -77,7 +83,7 @@ recv() {
 		0) return 0;;
 		''|*[!0-9]*) return 1;;
 		esac
-		head -c "$n"
+		take "$n"
 	done
 	return 1
 }
