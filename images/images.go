@@ -116,3 +116,27 @@ func Hash(fsys fs.FS, profile string) (string, error) {
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// ToolboxFiles holds the Dockerfile of sbx's toolbox: static bash and busybox from Debian's
+// packages, which sbx mounts into sandboxes on images it does not bundle (pkg/sandbox,
+// toolbox.go).
+//
+//go:embed Dockerfile.toolbox
+var ToolboxFiles embed.FS
+
+// The toolbox image's Dockerfile and repository; its tag is ToolboxTag.
+const (
+	ToolboxDockerfile = "Dockerfile.toolbox"
+	ToolboxRepo       = "sbx-toolbox"
+)
+
+// ToolboxHash is the SHA-256 of the toolbox's Dockerfile, in hex: the name of its image's tag
+// and of its copy in sbx's state directory, so a changed Dockerfile gives a new toolbox.
+func ToolboxHash() string {
+	data, _ := fs.ReadFile(ToolboxFiles, ToolboxDockerfile)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// ToolboxTag is the tag of the toolbox image built from ToolboxFiles.
+func ToolboxTag() string { return ToolboxRepo + ":" + ToolboxHash()[:20] }

@@ -90,6 +90,19 @@ ensure_tool() {
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
 
+# ensure_file FILE PACKAGE installs PACKAGE with apt-get when its FILE is missing, for a
+# package whose command another package may also provide (busybox, busybox-static).
+ensure_file() {
+	if [ -e "$1" ] && dpkg -s "$2" >/dev/null 2>&1; then
+		return
+	fi
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+		die "$2 is missing and cannot be installed here (not root on Debian/Ubuntu)"
+	fi
+	say "installing $2 with apt-get"
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+
 # ensure_gvisor installs Debian's runsc and registers it with the engine as runsc-sbx, the
 # runtime sbx's isolation: gvisor asks for, with the flags sbx checks for (pkg/sandbox/gvisor.go
 # GVisorRuntimeArgs). It merges the entry into /etc/docker/daemon.json, keeping everything else,
@@ -165,3 +178,5 @@ ensure_tool htpasswd apache2-utils
 ensure_gvisor
 # The ssh:// engine tests run an sshd of their own on loopback.
 ensure_tool sshd openssh-server
+# The toolbox tests build an image FROM scratch holding only the host's static busybox.
+ensure_file /bin/busybox busybox-static

@@ -233,7 +233,7 @@ func (s *server) script(ctx context.Context, what, body string, args []string, s
 	defer release()
 	var stderr bytes.Buffer
 	res, err := m.Exec(ctx, sb, sandbox.ExecOptions{
-		Cmd:         append([]string{"bash", "-c", body, "sbx-file"}, args...),
+		Cmd:         sb.Script(body, "sbx-file", args...),
 		Interactive: stdin != nil, Stdin: stdin, Stdout: stdout, Stderr: &sandbox.CapWriter{W: &stderr, Limit: 4 << 10},
 		Timeout: time.Minute,
 	})

@@ -155,10 +155,11 @@ func (s *server) register(srv *mcp.Server) {
 
 func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 	var eo sandbox.ExecOptions
-	var err error
-	if eo.Cmd, eo.Env, eo.WorkDir, err = s.command(in.CommandInput); err != nil {
+	script, env, dir, err := s.command(in.CommandInput)
+	if err != nil {
 		return ExecOutput{}, err
 	}
+	eo.Env, eo.WorkDir = env, dir
 	var limit int64
 	if eo.Timeout, limit, err = s.callLimits(in.TimeoutSeconds, in.MaxOutputBytes); err != nil {
 		return ExecOutput{}, err
@@ -168,6 +169,7 @@ func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 		return ExecOutput{}, err
 	}
 	defer release()
+	eo.Cmd = []string{sb.Bash(), "-c", script}
 	var stdout, stderr bytes.Buffer
 	out, errw := &sandbox.CapWriter{W: &stdout, Limit: limit}, &sandbox.CapWriter{W: &stderr, Limit: limit}
 	eo.Stdout, eo.Stderr = out, errw
@@ -216,22 +218,23 @@ func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) 
 		ExitCode: res.ExitCode, TimedOut: res.TimedOut, Truncated: out.Truncated() || errw.Truncated(), DurationMs: res.Duration.Milliseconds()}}, nil
 }
 
-// command checks a command's arguments and returns its argv, environment and directory.
-func (s *server) command(in CommandInput) ([]string, []string, string, error) {
+// command checks a command's arguments and returns the bash script it is, its environment
+// and directory; the sandbox's bash (Sandbox.Bash) runs it.
+func (s *server) command(in CommandInput) (string, []string, string, error) {
 	if strings.TrimSpace(in.Command) == "" {
-		return nil, nil, "", errs.Usagef("command is required")
+		return "", nil, "", errs.Usagef("command is required")
 	}
 	env, err := s.env(in.Env)
 	if err != nil {
-		return nil, nil, "", err
+		return "", nil, "", err
 	}
 	dir := s.WorkDir
 	if in.Cwd != "" {
 		if dir, err = s.resolvePath(in.Cwd); err != nil {
-			return nil, nil, "", err
+			return "", nil, "", err
 		}
 	}
-	return []string{"bash", "-c", in.Command}, env, dir, nil
+	return in.Command, env, dir, nil
 }
 
 func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
@@ -258,7 +261,7 @@ func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
 }
 
 func (s *server) startProcess(ctx context.Context, in StartInput) (ProcOutput, error) {
-	cmd, env, dir, err := s.command(in.CommandInput)
+	script, env, dir, err := s.command(in.CommandInput)
 	if err != nil {
 		return ProcOutput{}, err
 	}
@@ -270,7 +273,7 @@ func (s *server) startProcess(ctx context.Context, in StartInput) (ProcOutput, e
 		return ProcOutput{}, err
 	}
 	defer release()
-	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: cmd, Env: env, WorkDir: dir,
+	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: []string{sb.Bash(), "-c", script}, Env: env, WorkDir: dir,
 		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second))})
 	if err != nil {
 		return ProcOutput{}, err

@@ -200,8 +200,8 @@ func (m *Manager) copyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions, r
 	if err != nil {
 		return nil, err
 	}
-	cmd := []string{"bash", "-c", copyInScript, "sbx-cp", opts.Dst, copyFlag(opts.DstIsDir), base, kind,
-		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), newExecID(), archive.StagingPrefix, copyFlag(raw)}
+	cmd := sb.Script(copyInScript, "sbx-cp", opts.Dst, copyFlag(opts.DstIsDir), base, kind,
+		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), newExecID(), archive.StagingPrefix, copyFlag(raw))
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -448,8 +448,8 @@ func (m *Manager) CopyOut(ctx context.Context, sb *Sandbox, opts CopyOutOptions)
 			return nil, err
 		}
 	}
-	cmd := []string{"bash", "-c", copyOutScript, "sbx-cp", opts.Src, copyFlag(opts.SrcIsDir || opts.Contents),
-		copyFlag(opts.FollowLink), copyFlag(opts.Stream != nil), copyFlag(opts.Totals != nil)}
+	cmd := sb.Script(copyOutScript, "sbx-cp", opts.Src, copyFlag(opts.SrcIsDir || opts.Contents),
+		copyFlag(opts.FollowLink), copyFlag(opts.Stream != nil), copyFlag(opts.Totals != nil))
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)

@@ -134,7 +134,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	case opts.Interactive:
 		ctl = "tick"
 	}
-	cmd := append([]string{"bash", "-c", execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace / tick)), ctl, watch}, opts.Cmd...)
+	cmd := append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
 	var size *[2]uint
 	if opts.TTY && opts.TTYSize != nil {
 		if h, w, ok := opts.TTYSize(); ok {
@@ -414,7 +414,7 @@ func (s *execStream) end(ctx context.Context) {
 func (m *Manager) killCommand(ctx context.Context, sb *Sandbox, user string, pid int, start string, agent int) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	args := []string{"bash", "-c", execKill, "sbx-kill", strconv.Itoa(pid), start, strconv.Itoa(agent)}
+	args := sb.Script(execKill, "sbx-kill", strconv.Itoa(pid), start, strconv.Itoa(agent))
 	for attempt := 0; ; attempt++ {
 		st, err := m.startExec(ctx, sb, ExecOptions{User: user}, args, nil)
 		if err == nil {

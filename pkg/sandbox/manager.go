@@ -414,6 +414,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	}
 	in.CreatedAt = m.Now()
 	in.AgentDir = m.agentDir(in.Name, in.Config)
+	if in.ToolboxDir, err = m.toolboxDir(ctx, in.Name, in.Config); err != nil {
+		return nil, err
+	}
 	if in.Config.Workspace == config.WorkspaceOverlay {
 		in.OverlayDir = m.State.overlayDir(in.Name)
 	}
@@ -465,6 +468,14 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		// confined engine): the sandbox goes without the agent.
 		_ = m.State.remove(in.AgentDir)
 		in.AgentDir = ""
+		if spec, err = BuildSpec(in); err != nil {
+			return nil, err
+		}
+		resp, err = m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
+	}
+	if engine.RefusedMount(err, in.ToolboxDir) {
+		// As for the agent: the sandbox goes without the toolbox, as sandboxes did before it.
+		in.ToolboxDir = ""
 		if spec, err = BuildSpec(in); err != nil {
 			return nil, err
 		}

@@ -286,7 +286,7 @@ func (m *Manager) ProcLogs(ctx context.Context, sb *Sandbox, id string, opts Log
 		follow = "1"
 	}
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:    []string{"bash", "-c", procLogs, "sbx-logs", ProcDir + "/" + id, follow, strconv.Itoa(opts.Tail)},
+		Cmd:    sb.Script(procLogs, "sbx-logs", ProcDir+"/"+id, follow, strconv.Itoa(opts.Tail)),
 		Stdout: orDiscard(opts.Stdout), Stderr: orDiscard(opts.Stderr),
 	})
 	switch {
@@ -347,7 +347,7 @@ func (m *Manager) KillProc(ctx context.Context, sb *Sandbox, id, sig string) (*P
 	}
 	var stderr strings.Builder
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:    []string{"bash", "-c", procKill, "sbx-kill", ProcDir + "/" + id, how, sig, strconv.Itoa(wait)},
+		Cmd:    sb.Script(procKill, "sbx-kill", ProcDir+"/"+id, how, sig, strconv.Itoa(wait)),
 		Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, Timeout: time.Duration(wait)*tick + 10*time.Second,
 	})
 	switch {

@@ -199,7 +199,7 @@ func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunRe
 	dir := RunDir + "/" + newExecID()
 	sniff := &prefixSniffer{w: stderr, prefix: []byte(runMissing + plan.Language.Tool + " " + dir + "\n")}
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd: []string{"bash", "-c", runScript, "sbx-run", dir, plan.File, plan.Language.Tool, plan.Main, plan.Language.Command},
+		Cmd: sb.Script(runScript, "sbx-run", dir, plan.File, plan.Language.Tool, plan.Main, plan.Language.Command),
 		Env: opts.Env, WorkDir: opts.WorkDir, User: opts.User, Timeout: opts.Timeout,
 		Interactive: true, Stdin: bytes.NewReader(opts.Code), Stdout: stdout, Stderr: sniff,
 	})

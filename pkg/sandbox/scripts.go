@@ -32,7 +32,7 @@ type scriptRun struct {
 func (m *Manager) script(ctx context.Context, sb *Sandbox, r scriptRun) (int, error) {
 	stdout := orDiscard(r.stdout)
 	if r.bare {
-		st, err := m.startCommand(ctx, sb, ExecOptions{}, append([]string{"bash", "-c", r.script, "sbx-helper"}, r.args...), nil)
+		st, err := m.startCommand(ctx, sb, ExecOptions{}, sb.Script(r.script, "sbx-helper", r.args...), nil)
 		if err != nil {
 			return 0, err
 		}
@@ -43,7 +43,7 @@ func (m *Manager) script(ctx context.Context, sb *Sandbox, r scriptRun) (int, er
 		return st.wait(ctx)
 	}
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:         append([]string{"bash", "-c", r.script, "sbx-script"}, r.args...),
+		Cmd:         sb.Script(r.script, "sbx-script", r.args...),
 		Interactive: r.stdin != nil, Stdin: r.stdin, Stdout: stdout, Stderr: io.Discard, Timeout: time.Minute,
 	})
 	if err != nil {

@@ -206,8 +206,8 @@ func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*S
 	defer close(done)
 	stdout := &trailerWriter{w: orDiscard(opts.Stdout), marker: []byte(marker)}
 	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd: []string{"bash", "-c", shellCall, "sbx-sh", dir, id, marker, strconv.FormatInt(opts.Timeout.Milliseconds(), 10),
-			strconv.FormatFloat(wait.Seconds(), 'f', 3, 64), reset, strconv.Itoa(length), line, sync, init, shellSupervisor},
+		Cmd: sb.Script(shellCall, "sbx-sh", dir, id, marker, strconv.FormatInt(opts.Timeout.Milliseconds(), 10),
+			strconv.FormatFloat(wait.Seconds(), 'f', 3, 64), reset, strconv.Itoa(length), line, sync, init, shellSupervisor),
 		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety, outlive: true,
 		Stdin:  io.MultiReader(bytes.NewReader(opts.Script), &blockingReader{done: done}),
 		Stdout: stdout, Stderr: orDiscard(opts.Stderr),

@@ -129,6 +129,9 @@ type SpecInput struct {
 	// AgentDir is the host directory for the agent's socket; "" runs KeepAlive instead of
 	// the agent. It stays out of the config hash: the transport does not shape the sandbox.
 	AgentDir string
+	// ToolboxDir is the host directory of the toolbox (toolbox.go), mounted read-only at
+	// ToolboxMountPath; "" mounts none. It stays out of the config hash, as AgentDir does.
+	ToolboxDir string
 	// EgressSubnet is the subnet of the network the sandbox shares with its proxy, when
 	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
 	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
@@ -214,6 +217,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		LabelWorkspace:      cfg.Workspace,
 		LabelCreateSettings: string(settings),
 		LabelAgent:          agentVersion,
+		LabelToolbox:        toolboxLabel(in.ToolboxDir),
 	})
 	if in.Carried {
 		labels[LabelCarry] = CarryCopy
@@ -265,6 +269,12 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	mounts, err := workspaceMounts(in, labels)
 	if err != nil {
 		return nil, err
+	}
+	if in.ToolboxDir != "" {
+		// The image may have no sleep on its PATH (FROM scratch with a busybox).
+		spec.Container.Cmd = toolboxKeepAlive()
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.ToolboxDir, Target: ToolboxMountPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if in.AgentDir != "" {
 		spec.Container.Cmd = agent.Cmd(AgentMountPath, cfg.IdleStop)

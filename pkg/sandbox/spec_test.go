@@ -147,7 +147,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		return map[string]string{
 			LabelManaged: "true", LabelName: "app-1a2b3c", LabelProject: "/home/u/app", LabelConfigHash: s.Hash, LabelConfig: s.Shape,
 			LabelCreatedAt: "2023-11-14T22:13:20Z", LabelVersion: "v1", LabelProfile: "sandbox", LabelWorkspace: "ro",
-			LabelCreateSettings: "", LabelAgent: "",
+			LabelCreateSettings: "", LabelAgent: "", LabelToolbox: "",
 		}
 	}
 	plain := buildTestSpec(t, nil)

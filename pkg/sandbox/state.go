@@ -42,6 +42,10 @@ func (s *StateStore) idleLockPath(name string) string {
 // the name every time, never read from a label, which an image can set.
 func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
 
+// toolboxDir is the directory of the toolbox whose Dockerfile has hash (toolbox.go), shared by
+// every sandbox that mounts it.
+func (s *StateStore) toolboxDir(hash string) string { return filepath.Join(s.Dir, "toolbox", hash) }
+
 // dirNames lists the sandboxes that have a directory in sub (agent, ca): directories, not
 // links, under names sbx could have given.
 func (s *StateStore) dirNames(sub string) ([]string, error) {

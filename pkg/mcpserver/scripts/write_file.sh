@@ -13,6 +13,7 @@ if [ "$2" = 1 ]; then mkdir -p -- "$d" || exit 1; fi
 t=$(mktemp -- "$d/.sbx-write.XXXXXXXX") || exit 1
 trap 'rm -f -- "$t"' EXIT
 cat >"$t" || exit 1
-if [ -e "$f" ]; then chmod --reference="$f" -- "$t" 2>/dev/null; else chmod 0644 -- "$t"; fi
+# busybox's chmod (the toolbox's) has no --reference: stat gives the mode.
+if [ -e "$f" ]; then chmod --reference="$f" -- "$t" 2>/dev/null || chmod "$(stat -c %a -- "$f")" -- "$t"; else chmod 0644 -- "$t"; fi
 mv -fT -- "$t" "$f" || exit 1
 trap - EXIT

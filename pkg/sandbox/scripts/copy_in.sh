@@ -11,6 +11,7 @@
 # into the staging directory, made in the directory the final rename goes into so the rename
 # stays inside one file system, and renamed only after a complete stream. The staging directory
 # is flock'ed for its whole life; one nobody holds is a leftover of a killed copy and is removed.
+# GNU tar and find are used as they are; busybox's (the toolbox's) get the options they know.
 export LC_ALL=C
 shopt -s dotglob nullglob
 dst=$1 dstdir=$2 base=$3 kind=$4 mode=$5 owner=$6 id=$7 prefix=$8 raw=$9
@@ -60,9 +61,21 @@ for old in "${P%/}/$prefix"*; do
 done
 I=$S/item root=$S
 if [ "$kind" = c ] || [ "$kind" = s ]; then mkdir -- "$I" || fail mkdir "$I"; root=$I; fi
-own=--no-same-owner
-[ "$owner" = 1 ] && own=--same-owner
+gnu=0; case $(tar --version 2>/dev/null) in *GNU*) gnu=1 ;; esac
+if [ "$gnu" = 1 ]; then
+	own=(--no-same-owner --same-permissions)
+	[ "$owner" = 1 ] && own=(--same-owner --same-permissions)
+else
+	own=(-o)
+	[ "$owner" = 1 ] && own=()
+fi
 say ready
+# take N copies N bytes of stdin and reads no further: GNU head does, busybox's reads ahead
+# (stdio), its dd counting bytes does not.
+case $(head --version 2>/dev/null) in
+*GNU*) take() { head -c "$1"; } ;;
+*) take() { dd bs=65536 iflag=count_bytes count="$1" 2>/dev/null; } ;;
+esac
 recv() {
 	local n
 	while IFS= read -r n; do
@@ -70,15 +83,15 @@ recv() {
 		0) return 0;;
 		''|*[!0-9]*) return 1;;
 		esac
-		head -c "$n"
+		take "$n"
 	done
 	return 1
 }
 if [ "$raw" = 1 ]; then
-	tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
+	tar -x -f - -C "$root" "${own[@]}" 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
 	st=(0 "${PIPESTATUS[0]}")
 else
-	recv | tar -x -f - -C "$root" "$own" --same-permissions 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
+	recv | tar -x -f - -C "$root" "${own[@]}" 2>&1 >/dev/null | { head -c 8192; cat >/dev/null; } >&2
 	st=("${PIPESTATUS[@]}")
 fi
 [ "${st[0]}" = 0 ] || fail incomplete
@@ -89,9 +102,16 @@ d) isdir "$I" || fail kind;;
 f) [ -d "$I" ] && fail kind;;
 c) chmod -- "$mode" "$I" || fail mode;;
 esac
-find "$I" ! -type l -perm /6000 -exec chmod ug-s -- {} + || fail strip
+find "$I" ! -type l \( -perm -4000 -o -perm -2000 \) -exec chmod ug-s -- {} + || fail strip
 ro=()
-while IFS= read -r -d '' l; do ro+=("$l"); done < <(find "$I" -type d ! -perm -u+w -printf '%m %P\0')
+if [ "$gnu" = 1 ]; then
+	while IFS= read -r -d '' l; do ro+=("$l"); done < <(find "$I" -type d ! -perm -u+w -printf '%m %P\0')
+else
+	while IFS= read -r -d '' l; do
+		m=$(stat -c %a -- "$l") || fail mode
+		r=${l#"$I"}; ro+=("$m ${r#/}")
+	done < <(find "$I" -type d ! -perm -u+w -print0)
+fi
 if [ ${#ro[@]} -gt 0 ]; then find "$I" -type d ! -perm -u+w -exec chmod u+w -- {} + || fail mode; fi
 conflicts() {
 	local e n t

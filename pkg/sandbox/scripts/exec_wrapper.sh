@@ -10,13 +10,13 @@
 # instead. Exits 127 when CMD is not found; otherwise the exit status is CMD's.
 id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5; unset SBX_AGENT
 case $1 in */*) ;; *) if ! type -P -- "$1" >/dev/null 2>&1; then echo "sbx: $1: command not found" >&2; exit 127; fi ;; esac
-if [ "$ctl" = detach ]; then exec bash -c "$watch" sbx-launch "$ticks" "$grace" "$@"; fi
+if [ "$ctl" = detach ]; then exec "$BASH" -c "$watch" sbx-launch "$ticks" "$grace" "$@"; fi
 d=/tmp/.sbx-exec
 if ! { mkdir -p "$d" && echo $$ >"$d/$id" && mkfifo "$d/$id.tick"; } 2>/dev/null; then d=; fi
 if [ "$ctl" = stdin ]; then
-	setsid bash -c "$watch" sbx-watch $$ "$ticks" "$grace" stdin "$d" "$id" 0<&0 >/dev/null 2>&1 &
+	setsid "$BASH" -c "$watch" sbx-watch $$ "$ticks" "$grace" stdin "$d" "$id" 0<&0 >/dev/null 2>&1 &
 	exec </dev/null
 else
-	setsid bash -c "$watch" sbx-watch $$ "$ticks" "$grace" tick "$d" "$id" </dev/null >/dev/null 2>&1 &
+	setsid "$BASH" -c "$watch" sbx-watch $$ "$ticks" "$grace" tick "$d" "$id" </dev/null >/dev/null 2>&1 &
 fi
 exec -- "$@"

@@ -6,7 +6,8 @@
 # 0 once the command runs: 3 when DIR exists (the ID is taken), 125 on any other failure. As
 # sbx-proc DIR TICKS GRACE CHUNK CMD... it is that supervisor: it starts the command in a new
 # session, feeds each output stream into the ring of chunks (head -c never reads past a chunk's
-# end, and unbuffered it writes what it reads at once), enforces the timeout (TICKS of
+# end, and unbuffered it writes what it reads at once; without coreutils' stdbuf, busybox's dd
+# counting bytes does both), enforces the timeout (TICKS of
 # 0.2 s, 0: none), terminates what is left of the command's group when it ends (TERM, then KILL
 # after GRACE ticks) and records the exit status. Nothing watches stdin, so the process lives on
 # after the client goes.
@@ -17,12 +18,14 @@ if [ "$0" = sbx-launch ]; then
 	mkdir -m 1777 "$r" 2>/dev/null
 	if ! mkdir -m 0755 -- "$p"; then [ -e "$p" ] && exit 3; exit 125; fi
 	printf '%s\n' "$chunk" >"$p/chunk"; printf '%s\n' "$meta" >"$p/meta"
-	setsid bash -c "$BASH_EXECUTION_STRING" sbx-proc "$p" "$ticks" "$grace" "$chunk" "$@" </dev/null >/dev/null 2>"$p/supervisor.log" &
+	setsid "$BASH" -c "$BASH_EXECUTION_STRING" sbx-proc "$p" "$ticks" "$grace" "$chunk" "$@" </dev/null >/dev/null 2>"$p/supervisor.log" &
 	i=0; while [ ! -s "$p/pid" ] && [ "$i" -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 	[ -s "$p/pid" ] && exit 0
 	echo "sbx: the process did not start" >&2; exit 125
 fi
 p=$1 ticks=$2 grace=$3 chunk=$4; shift 4
+if type -P stdbuf >/dev/null; then take() { stdbuf -o0 head -c "$chunk"; }
+else take() { dd bs=65536 iflag=count_bytes count="$chunk" 2>/dev/null; }; fi
 mkfifo "$p/.out" "$p/.err" "$p/.tick" || exit 1
 exec 3<>"$p/.tick"
 nap() { read -r -t "$1" -u 3 _; }
@@ -31,7 +34,7 @@ rot() {
 	while :; do
 		f=$p/$1.$((n % 4))
 		: >"$f"; printf '%s\n' "$n" >"$p/$1.n"
-		if ! stdbuf -o0 head -c "$chunk" >>"$f"; then
+		if ! take >>"$f"; then
 			fails=$((fails+1)); [ "$fails" -ge 5 ] && { cat >/dev/null; return; }
 			nap 1; continue
 		fi

@@ -44,7 +44,9 @@ if [ "$start" != - ]; then
 	rm -f -- "$d/fifo" "$d/pid" "$d/pid.new" "$d/exited"
 	if ! mkfifo -m 0600 "$d/fifo"; then trailer err=mkfifo; cleanup; exit 0; fi
 	exec 7<>"$d/fifo"
-	setsid -f bash -c "$sup" sbx-shell "$d" </dev/null >/dev/null 2>&1 7>&- 8>&- 9>&-
+	# A job of its own (set -m) leads its process group, so setsid forks (util-linux's -f,
+	# which busybox's lacks) and the job keeps SIGINT.
+	( set -m; setsid "$BASH" -c "$sup" sbx-shell "$d" </dev/null >/dev/null 2>&1 7>&- 8>&- 9>&- & )
 	printf '%s\n' "$init" >&7
 	i=0; while [ ! -s "$d/pid.new" ] && [ $i -lt 200 ]; do nap 0.025; i=$((i+1)); done
 	sp='' sep='' sst=''; read -r sp sep 2>/dev/null <"$d/pid.new"
