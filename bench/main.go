@@ -134,6 +134,7 @@ func (b *bench) cleanup() {
 	b.stopForward()
 	_ = docker("rm", "-f", b.name("published")).Run()
 	_, _ = b.sbxOut("prune", "-f", "--all", "--filter", "name="+b.run+"-*")
+	_ = docker("rmi", busyboxTag).Run()
 }
 
 func (b *bench) sbxCmd(args ...string) *exec.Cmd {
@@ -203,6 +204,7 @@ func (b *bench) cases() []Case {
 	}
 	cs = append(cs, b.overlayCases()...)
 	cs = append(cs, b.gvisorCases()...)
+	cs = append(cs, b.busyboxCase())
 	return append(append(cs, b.egressCase(), b.sshCase()), b.forwardCases()...)
 }
 
