@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -129,6 +130,8 @@ type SpecInput struct {
 	// AgentDir is the host directory for the agent's socket; "" runs KeepAlive instead of
 	// the agent. It stays out of the config hash: the transport does not shape the sandbox.
 	AgentDir string
+	// AgentBinary is sbx's binary on the host, which a sandbox with AgentDir runs as its agent.
+	AgentBinary string
 	// EgressSubnet is the subnet of the network the sandbox shares with its proxy, when
 	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
 	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
@@ -267,12 +270,16 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		return nil, err
 	}
 	if in.AgentDir != "" {
-		spec.Container.Cmd = agent.Cmd(AgentMountPath, cfg.IdleStop)
-		spec.Container.Env = append(spec.Container.Env, agent.Env())
+		if in.AgentBinary == "" {
+			return nil, errors.New("an agent directory without the agent's binary")
+		}
+		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop)
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			mount.Mount{Type: mount.TypeBind, Source: in.AgentBinary, Target: AgentBinaryPath, ReadOnly: true,
+				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if cfg.CACerts != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.CADir, Target: cacerts.MountDir, ReadOnly: true,
