@@ -645,10 +645,10 @@ func TestAgentTimeout(t *testing.T) {
 // double fork (which brings it back to the command, a subreaper). Each held the command's
 // output open; the agent still reports.
 func TestAgentTimeoutEndsEscapees(t *testing.T) {
-	agenttest.Python3(t)
+	python3 := agenttest.Python3(t)
 	a := startHostAgent(t, 0)
 	dir := t.TempDir()
-	c := a.start(t, timed(500*time.Millisecond, 500*time.Millisecond, "python3", "-c", escapees, dir, "0"))
+	c := a.start(t, timed(500*time.Millisecond, 500*time.Millisecond, python3, "-c", escapees, dir, "0"))
 	readUntil(t, c, "ready\n")
 	ps := agenttest.Noted(t, dir, "main", "group", "pgrp", "daemon")
 	r := finish(t, c)
@@ -664,10 +664,10 @@ func TestAgentTimeoutEndsEscapees(t *testing.T) {
 // was orphaned can no longer be told from anyone else's, so it stays, and the agent reports
 // the exit once the rest is gone, even while it holds the command's output open.
 func TestAgentExitEndsGroupNotDaemons(t *testing.T) {
-	agenttest.Python3(t)
+	python3 := agenttest.Python3(t)
 	a := startHostAgent(t, 0)
 	dir := t.TempDir()
-	c := a.start(t, timed(0, 300*time.Millisecond, "python3", "-c", escapees, dir, "1"))
+	c := a.start(t, timed(0, 300*time.Millisecond, python3, "-c", escapees, dir, "1"))
 	readUntil(t, c, "ready\n")
 	ps := agenttest.Noted(t, dir, "main", "group", "pgrp", "daemon")
 	r := finish(t, c)

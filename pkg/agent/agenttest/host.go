@@ -56,13 +56,18 @@ func RemoveBinary() {
 	}
 }
 
-// Python3 skips the test when the host has no python3, unless SBX_REQUIRE_PYTHON3=1 (as in
-// make test), where it fails: CI must not pass by skipping the agent's tests.
-func Python3(t testing.TB) {
+// Python3 is the host's python3 interpreter itself, not a wrapper that finds it (pyenv's
+// shims take most of a second, more than a test's timeout); it skips the test when the host
+// has none, unless SBX_REQUIRE_PYTHON3=1 (as in make test), where it fails: CI must not pass
+// by skipping the tests that make process trees with it.
+func Python3(t testing.TB) string {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	path := strings.TrimSpace(string(out))
+	if err != nil || path == "" {
 		testenv.Missing(t, "SBX_REQUIRE_PYTHON3", "the host has no python3: %v", err)
 	}
+	return path
 }
 
 // Proc is a process on the host, named by its pid and start time (field 22 of
