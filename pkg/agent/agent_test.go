@@ -515,7 +515,7 @@ func TestAgentOutOfDescriptors(t *testing.T) {
 	const nofile = 16
 	a := startHostAgent(t, nofile)
 	pid := a.cmd.Process.Pid
-	// The descriptors the agent holds: the interpreter's, the listener, epoll, the signal
+	// The descriptors the agent holds: the runtime's, the listener, epoll, the signal
 	// pipe, any it inherited, and one per connection.
 	holds := func() int { return descriptors(t, pid, nofile) }
 	var held []*Client

@@ -43,10 +43,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 	"unsafe"
@@ -134,6 +136,10 @@ func Run(opts Options) error {
 	s := &server{opts: opts, handlers: map[int]handler{}, jobs: map[int]*job{}, clients: map[*conn]bool{},
 		mypid: unix.Getpid(), lst: -1, idleLock: -1, scratch: make([]byte, 5+agent.Chunk)}
 	s.idleSince = s.now()
+	// The agent's environment is the sandbox's, which may tune Go for its own programs
+	// (GOGC=off): the agent keeps the runtime's defaults.
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
 	// The runtime starts its poller (an epoll and an eventfd) with the first timer, and dies
 	// if it cannot get the descriptors: start it now, not once a command took them all.
 	time.AfterFunc(time.Hour, func() {}).Stop()
