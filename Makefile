@@ -7,14 +7,14 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/sbx-sandbox/sbx/pkg/buildinfo.Version=$(VERSION) -X github.com/sbx-sandbox/sbx/pkg/buildinfo.Commit=$(COMMIT)
 TEST_TIMEOUT ?= 75m
 
-.PHONY: build test test-env fmt-check vet staticcheck shellcheck pyflakes go-test fuzz-extract unit demo bench clean
+.PHONY: build test test-env fmt-check vet staticcheck shellcheck go-test fuzz-extract unit demo bench clean
 
-## build: compile sbx to bin/sbx
+## build: compile sbx to bin/sbx, static (sandboxes on any image run it as their agent)
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/sbx .
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/sbx .
 
-## test: the whole suite: engine setup, gofmt, vet, staticcheck, shellcheck, pyflakes, go test -race with the engine and python3 required, and a bounded fuzz run
-test: test-env fmt-check vet staticcheck shellcheck pyflakes go-test fuzz-extract
+## test: the whole suite: engine setup, gofmt, vet, staticcheck, shellcheck, go test -race with the engine and python3 required, and a bounded fuzz run
+test: test-env fmt-check vet staticcheck shellcheck go-test fuzz-extract
 
 ## test-env: install and start a Docker engine and the base image when missing (idempotent)
 test-env:
@@ -33,10 +33,6 @@ staticcheck:
 ## shellcheck: the shell scripts sbx runs in sandboxes and images, and the test setup
 shellcheck:
 	shellcheck --norc -s bash pkg/sandbox/scripts/*.sh pkg/mcpserver/scripts/*.sh images/*.sh scripts/*.sh
-
-## pyflakes: the agent, which runs in every sandbox on a bundled image
-pyflakes:
-	pyflakes3 pkg/agent/agent.py
 
 go-test:
 	SBX_REQUIRE_DOCKER=1 SBX_REQUIRE_PYTHON3=1 SBX_REQUIRE_ROOT=1 bash scripts/go-test.sh -race -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -11,13 +11,22 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/pkg/agent"
+	"github.com/sbx-sandbox/sbx/pkg/agent/agentd"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
 // Main runs sbx with the process's arguments and returns its exit code.
 func Main() int {
+	// The sbx binary is also the in-sandbox agent (pkg/agent/agentd), mounted into sandboxes:
+	// that mode comes first, with nothing of the CLI set up. (The agent's shim runs even
+	// earlier, from pkg/agent/shim's init.)
+	if len(os.Args) > 1 && os.Args[1] == agent.Mode {
+		return agentd.Main(os.Args[2:], os.Environ(), os.Stderr, time.Now)
+	}
 	f := cmdutil.New()
 	if path := f.Getenv("SBX_CPUPROFILE"); path != "" {
 		// For make bench: a CPU profile of this one invocation.

@@ -35,7 +35,7 @@ for d in /proc/[0-9]*; do
 	{ [ "$p" = 1 ] || [ "$p" = "$me" ]; } && continue
 	c=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
 	case $c in
-	"python3 -I -S "* | "sleep infinity ") main=$p ;;
+	"/run/sbx-agent-bin/sbx __agent "* | "sleep infinity ") main=$p ;;
 	*sbx-watch*) kill -KILL "$p" 2>/dev/null && echo "killed watchdog" ;;
 	*) kill -KILL "$p" 2>/dev/null ;;
 	esac

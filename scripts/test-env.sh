@@ -167,9 +167,9 @@ PY
 
 ensure_engine
 ensure_base_image
-# The linters make test runs: for the scripts sbx runs inside sandboxes, and for the agent.
+# The linter make test runs for the scripts sbx runs inside sandboxes.
 ensure_tool shellcheck shellcheck
-# pyflakes3 brings the host's python3 too, which the agent's tests run it with.
+# pyflakes3 brings the host's python3, which tests that make process trees run.
 ensure_tool pyflakes3 pyflakes3
 # The pull tests start Debian's registry on loopback with basic auth from an htpasswd file.
 ensure_tool docker-registry docker-registry

@@ -3,6 +3,7 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
@@ -47,6 +48,8 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
 		Now:    f.Now,
 		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
+		// Sandboxes run this binary as their agent.
+		AgentBinary: executable(),
 		// The same test: a socket on this machine is an engine that sees its files.
 		HostPaths: sandbox.AgentsSupported(eng.DaemonHost()),
 		Carry:     engine.Remote(ep.Host),
@@ -156,4 +159,16 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 		live.ApplyCommand = create + " --replace"
 	}
 	return live, nil
+}
+
+// executable is this sbx's binary on the host, links resolved, or "" when it cannot tell.
+func executable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		return real
+	}
+	return exe
 }

@@ -128,7 +128,7 @@ func engineChecks(ctx context.Context, opts *DoctorOptions) []Check {
 // engine's exec: only an engine whose Unix socket is on this machine can mount its directory.
 func agentCheck(host string, supported bool) Check {
 	if supported {
-		return Check{Name: "agent", Status: StatusOK, Detail: "sandboxes on bundled images start commands through sbx's agent"}
+		return Check{Name: "agent", Status: StatusOK, Detail: "sandboxes start commands through sbx's agent (on any image when sbx is static, as make build makes it)"}
 	}
 	return Check{Name: "agent", Status: StatusWarn,
 		Detail: fmt.Sprintf("the engine at %s is not on this machine's filesystem: commands go through the engine's exec (about 100 ms more each)", host),

@@ -60,7 +60,10 @@ func Binary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "sbx")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/sbx-sandbox/sbx").CombinedOutput()
+		// Static, as make build makes it: sandboxes on any image run it as their agent.
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sbx-sandbox/sbx")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

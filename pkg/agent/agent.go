@@ -1,8 +1,8 @@
-// Package agent holds sbx's in-sandbox agent (agent.py, the main process of sandboxes on
-// bundled images, which starts commands without the engine's exec path) and the Go side of
-// its protocol: the request, the frames, the client that speaks them over the agent's
-// socket, and the hand-off of that socket when a sandbox starts. PROTOCOL.md, beside this
-// file, describes the protocol for both sides; the constants here mirror agent.py's.
+// Package agent holds the Go side of sbx's in-sandbox agent: the request, the frames, the
+// client that speaks them over the agent's socket, and the hand-off of that socket when a
+// sandbox starts. The agent itself (pkg/agent/agentd) is the sbx binary, mounted into the
+// sandbox and run as its main process; it starts commands without the engine's exec path.
+// PROTOCOL.md, beside this file, describes the protocol; both sides use the constants here.
 //
 // Where the agent's directory lives, when a sandbox gets an agent and whether a command goes
 // to it or to the engine's exec is lifecycle, and stays in pkg/sandbox.
@@ -10,36 +10,44 @@ package agent
 
 import (
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
 )
 
-//go:embed agent.py
-var source string
+// sources is what the agent is made of: the server, these constants, and the protocol.
+//
+//go:embed PROTOCOL.md agent.go agentd/*.go shim/*.go
+var sources embed.FS
 
-// Version names the agent's source: a sandbox runs the agent its label names, and sbx talks
-// only to the one it carries.
+// Version names the agent's code: a sandbox runs the agent its label names, and sbx talks
+// only to the one it carries. A hash of the sources rather than sbx's version, so that a
+// sandbox keeps its agent across releases that do not change it.
 var Version = func() string {
-	sum := sha256.Sum256([]byte(source))
-	return hex.EncodeToString(sum[:6])
+	h := sha256.New()
+	_ = fs.WalkDir(sources, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := sources.ReadFile(path)
+		h.Write([]byte(path + "\x00"))
+		h.Write(data)
+		return err
+	})
+	return hex.EncodeToString(h.Sum(nil)[:6])
 }()
 
-// EnvVar carries the agent's source to its process: on the command line, ps in the sandbox
-// would show all of it. The agent removes it from the environment it passes on.
-const EnvVar = "SBX_AGENT"
+// Mode is the first argument that makes the sbx binary the agent (pkg/agent/agentd).
+const Mode = "__agent"
 
-// Env is the variable that gives Cmd the agent's source.
-func Env() string { return EnvVar + "=" + source }
-
-// Cmd is the main process of a sandbox with an agent whose directory is mounted at dir and
-// that stops the sandbox after idleStop without use (0: never; PROTOCOL.md, "Idle stop").
-func Cmd(dir string, idleStop time.Duration) []string {
-	// -I ignores PYTHON* variables a config may set; -S skips site, which it does not need.
-	return []string{"python3", "-I", "-S", "-c", "import os;exec(os.environ.pop('" + EnvVar + "'))", Version, dir,
-		strconv.FormatInt(idleStop.Milliseconds(), 10)}
+// Cmd is the main process of a sandbox with an agent: the sbx binary mounted at exe, whose
+// directory is mounted at dir and that stops the sandbox after idleStop without use (0:
+// never; PROTOCOL.md, "Idle stop").
+func Cmd(exe, dir string, idleStop time.Duration) []string {
+	return []string{exe, Mode, dir, strconv.FormatInt(idleStop.Milliseconds(), 10)}
 }
 
 // FrameType is a frame's first byte (PROTOCOL.md, "Frames").
@@ -75,15 +83,20 @@ const (
 )
 
 const (
-	// MaxRequest bounds a frame to the agent (MAX_FRAME in agent.py), which a request, with
-	// the command's arguments and variables, may fill: the kernel takes at most 6 MiB.
+	// MaxRequest bounds a frame to the agent, which a request, with the command's arguments
+	// and variables, may fill: the kernel takes at most 6 MiB.
 	MaxRequest = 8 << 20
+	// Chunk is the most stdin one frame carries, and the most output the agent reads and
+	// sends at once.
+	Chunk = 256 << 10
+	// High is how much input may wait for a command (or a relay's port) before the agent
+	// stops reading its client, and how much output may wait for the client before the agent
+	// stops reading the command.
+	High = 4 << 20
 	// maxFrame bounds a frame from the agent, which sends at most 256 KiB of output at once.
 	maxFrame = 1 << 20
 	// helloWait bounds the agent's greeting; a paused sandbox accepts but never greets.
 	helloWait = 2 * time.Second
-	// chunk is the most stdin one frame carries, as much as the agent reads at once.
-	chunk = 256 << 10
 	// The sockets in an agent's directory (PROTOCOL.md, "Sockets").
 	agentSocket   = "agent.sock"
 	handoffSocket = "handoff.sock"

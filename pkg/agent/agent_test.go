@@ -19,7 +19,14 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/agent/agenttest"
 )
 
-// hostAgent is agent.py run on the host, as the engine would run it in a sandbox.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	agenttest.RemoveBinary()
+	os.Exit(code)
+}
+
+// hostAgent is the agent (the sbx binary) run on the host, as the engine would run it in a
+// sandbox.
 type hostAgent struct {
 	t    *testing.T
 	dir  string
@@ -27,7 +34,7 @@ type hostAgent struct {
 	logs chan string // the agent's stderr, line by line
 }
 
-// startHostAgent runs agent.py on the host after making its sockets, as starting a sandbox
+// startHostAgent runs the agent on the host after making its sockets, as starting a sandbox
 // does, and hands it its socket; with nofile > 0 it may hold at most that many descriptors.
 func startHostAgent(t *testing.T, nofile int) *hostAgent {
 	t.Helper()
@@ -46,7 +53,6 @@ func startHostAgent(t *testing.T, nofile int) *hostAgent {
 // is private, as sbx's state directory is.
 func newHostAgent(t *testing.T) *hostAgent {
 	t.Helper()
-	agenttest.Python3(t)
 	state, err := os.MkdirTemp("", "sbx-agent-")
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +79,12 @@ func (a *hostAgent) listen() *Handoff {
 func (a *hostAgent) run(nofile int) {
 	t := a.t
 	t.Helper()
-	argv := append([]string{"python3"}, Cmd(a.dir, 0)[1:]...)
+	argv := Cmd(agenttest.Binary(t), a.dir, 0)
 	if nofile > 0 {
 		argv = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), Env(), "SBX_BASE=from-agent")
+	cmd.Env = append(os.Environ(), "SBX_BASE=from-agent")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -509,7 +515,7 @@ func TestAgentOutOfDescriptors(t *testing.T) {
 	const nofile = 16
 	a := startHostAgent(t, nofile)
 	pid := a.cmd.Process.Pid
-	// The descriptors the agent holds: the interpreter's, the listener, epoll, the signal
+	// The descriptors the agent holds: the runtime's, the listener, epoll, the signal
 	// pipe, any it inherited, and one per connection.
 	holds := func() int { return descriptors(t, pid, nofile) }
 	var held []*Client
@@ -639,9 +645,10 @@ func TestAgentTimeout(t *testing.T) {
 // double fork (which brings it back to the command, a subreaper). Each held the command's
 // output open; the agent still reports.
 func TestAgentTimeoutEndsEscapees(t *testing.T) {
+	python3 := agenttest.Python3(t)
 	a := startHostAgent(t, 0)
 	dir := t.TempDir()
-	c := a.start(t, timed(500*time.Millisecond, 500*time.Millisecond, "python3", "-c", escapees, dir, "0"))
+	c := a.start(t, timed(500*time.Millisecond, 500*time.Millisecond, python3, "-c", escapees, dir, "0"))
 	readUntil(t, c, "ready\n")
 	ps := agenttest.Noted(t, dir, "main", "group", "pgrp", "daemon")
 	r := finish(t, c)
@@ -657,9 +664,10 @@ func TestAgentTimeoutEndsEscapees(t *testing.T) {
 // was orphaned can no longer be told from anyone else's, so it stays, and the agent reports
 // the exit once the rest is gone, even while it holds the command's output open.
 func TestAgentExitEndsGroupNotDaemons(t *testing.T) {
+	python3 := agenttest.Python3(t)
 	a := startHostAgent(t, 0)
 	dir := t.TempDir()
-	c := a.start(t, timed(0, 300*time.Millisecond, "python3", "-c", escapees, dir, "1"))
+	c := a.start(t, timed(0, 300*time.Millisecond, python3, "-c", escapees, dir, "1"))
 	readUntil(t, c, "ready\n")
 	ps := agenttest.Noted(t, dir, "main", "group", "pgrp", "daemon")
 	r := finish(t, c)

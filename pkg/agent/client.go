@@ -95,8 +95,8 @@ func (c *Client) next() (FrameType, []byte, error) {
 
 // Write sends stdin to the command.
 func (c *Client) Write(p []byte) (int, error) {
-	for off := 0; off < len(p); off += chunk {
-		if err := c.send(FrameStdin, p[off:min(len(p), off+chunk)]); err != nil {
+	for off := 0; off < len(p); off += Chunk {
+		if err := c.send(FrameStdin, p[off:min(len(p), off+Chunk)]); err != nil {
 			return off, err
 		}
 	}

@@ -9,20 +9,19 @@ import (
 	"go/token"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode"
 
 	"github.com/sbx-sandbox/sbx/pkg/agent/agenttest"
 )
 
-// goConstants is every constant of type FrameType or Strict declared in agent.go, by its name
-// as agent.py spells it (FrameStdinEOF is FRAME_STDIN_EOF), with its value on the wire.
+// goConstants is every constant of type FrameType or Strict declared in agent.go, by name,
+// with its value on the wire.
 func goConstants(t *testing.T) map[string]string {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "agent.go", nil, 0)
@@ -52,65 +51,63 @@ func goConstants(t *testing.T) map[string]string {
 						t.Fatal(err)
 					}
 				}
-				consts[snake(name.Name)] = v
+				consts[name.Name] = v
 			}
 		}
 	}
 	return consts
 }
 
-// snake spells a Go name as a Python constant: FrameSpawnFailed is FRAME_SPAWN_FAILED.
-func snake(name string) string {
-	var b strings.Builder
-	for i, r := range name {
-		if i > 0 && unicode.IsUpper(r) && unicode.IsLower(rune(name[i-1])) {
-			b.WriteByte('_')
-		}
-		b.WriteRune(unicode.ToUpper(r))
-	}
-	return b.String()
-}
-
-// The frame types and strict modes are the same on both sides, each named on both, and
-// agent.py takes requests as large as the client may send.
+// The agent (agentd, and its shim) and the client share one set of constants, agent.go's:
+// the agent spells no frame type as a literal of its own, and declares no frame type or
+// strict mode. Each frame type is distinct and named in PROTOCOL.md.
 func TestConstantsMatchAgent(t *testing.T) {
-	py := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^((?:FRAME|STRICT)_\w+) = b"(.)"$`).FindAllStringSubmatch(source, -1) {
-		py[m[1]] = m[2]
-	}
 	goc := goConstants(t)
-	if len(py) == 0 || len(goc) == 0 {
-		t.Fatalf("found no constants: agent.py %v, agent.go %v", py, goc)
-	}
-	for name, v := range goc {
-		if pv, ok := py[name]; !ok {
-			t.Errorf("agent.py has no %s (%q in Go)", name, v)
-		} else if pv != v {
-			t.Errorf("%s: %q in Go, %q in agent.py", name, v, pv)
-		}
-	}
-	for name, v := range py {
-		if _, ok := goc[name]; !ok {
-			t.Errorf("agent.go has no constant for agent.py's %s (%q)", name, v)
-		}
+	if len(goc) == 0 {
+		t.Fatal("found no constants in agent.go")
 	}
 	frames := map[string]string{}
 	for name, v := range goc {
-		if strings.HasPrefix(name, "FRAME_") {
+		if strings.HasPrefix(name, "Frame") {
 			if other, dup := frames[v]; dup {
 				t.Errorf("%s and %s are both %q", name, other, v)
 			}
 			frames[v] = name
 		}
 	}
-	m := regexp.MustCompile(`(?m)^MAX_FRAME = (\d+) << (\d+)`).FindStringSubmatch(source)
-	if m == nil {
-		t.Fatal("agent.py has no MAX_FRAME")
+	protocol, err := os.ReadFile("PROTOCOL.md")
+	if err != nil {
+		t.Fatal(err)
 	}
-	n, _ := strconv.Atoi(m[1])
-	shift, _ := strconv.Atoi(m[2])
-	if n<<shift != MaxRequest {
-		t.Errorf("MAX_FRAME is %d, MaxRequest %d", n<<shift, MaxRequest)
+	for name := range goc {
+		if !strings.Contains(string(protocol), "`"+name+"`") {
+			t.Errorf("PROTOCOL.md does not name %s", name)
+		}
+	}
+	files, _ := filepath.Glob("agentd/*.go")
+	shims, _ := filepath.Glob("shim/*.go")
+	files = append(files, shims...)
+	if len(files) == 0 {
+		t.Fatal("found no agent sources")
+	}
+	for _, file := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if v, err := strconv.Unquote(n.Value); n.Kind == token.CHAR && err == nil && frames[v] != "" {
+					t.Errorf("%s spells %s as %s: use agent.%s", file, frames[v], n.Value, frames[v])
+				}
+			case *ast.ValueSpec:
+				if sel, ok := n.Type.(*ast.SelectorExpr); ok && (sel.Sel.Name == "FrameType" || sel.Sel.Name == "Strict") {
+					t.Errorf("%s declares %s %s of its own", file, n.Names[0].Name, sel.Sel.Name)
+				}
+			}
+			return true
+		})
 	}
 }
 
@@ -253,7 +250,7 @@ func TestAgentResize(t *testing.T) {
 // exception and serves the next connection.
 func TestAgentHandlerException(t *testing.T) {
 	a := startHostAgent(t, 0)
-	const why = "ValueError('not enough values to unpack (expected 2, got 1)')"
+	const why = "a resize must be rows and cols in decimal"
 	for _, tty := range []bool{false, true} {
 		t.Run(map[bool]string{false: "pipes", true: "terminal"}[tty], func(t *testing.T) {
 			mark := filepath.Join(t.TempDir(), "ended")

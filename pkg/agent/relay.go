@@ -160,11 +160,11 @@ func (r *Relay) Write(p []byte) (int, error) { return r.c.Write(p) }
 
 // chunks are ReadFrom's buffers, reused: a connection that carries one small request would
 // otherwise allocate one.
-var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
+var chunks = sync.Pool{New: func() any { return new([Chunk]byte) }}
 
 // ReadFrom sends what src holds to the port, in frames as large as the agent reads at once.
 func (r *Relay) ReadFrom(src io.Reader) (int64, error) {
-	b := chunks.Get().(*[chunk]byte)
+	b := chunks.Get().(*[Chunk]byte)
 	defer chunks.Put(b)
 	buf := b[:]
 	var total int64

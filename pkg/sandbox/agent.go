@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -19,12 +21,14 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
-// The agent (pkg/agent) is the main process of sandboxes on bundled images: sbx reaches it
-// through a Unix socket in a host directory bind-mounted read-only into the sandbox, and it
-// starts commands without the engine's exec path. Sandboxes on other images, on remote
-// engines, or made by an sbx whose agent differs use the engine's exec instead. This file
-// is the lifecycle around it: where its directory is, handing it its socket when a sandbox
-// starts, and whether a command goes to it.
+// The agent (pkg/agent) is this sbx's own binary, mounted read-only into the sandbox and run
+// as its main process: sbx reaches it through a Unix socket in a host directory bind-mounted
+// read-only into the sandbox, and it starts commands without the engine's exec path. A
+// static sbx (CGO_ENABLED=0, as make build makes it) runs in any Linux image; one linked
+// dynamically needs a libc, which only the bundled images are sure to have. Sandboxes under
+// gVisor, on remote engines, or made by an sbx whose agent differs use the engine's exec
+// instead. This file is the lifecycle around it: where its directory is, handing it its
+// socket when a sandbox starts, and whether a command goes to it.
 
 const (
 	// LabelAgent is the version of the agent a sandbox runs (agent.Version); empty (or, from
@@ -34,6 +38,9 @@ const (
 	LabelAgent = "dev.sbx.agent"
 	// AgentMountPath is where that directory appears inside the sandbox.
 	AgentMountPath = "/run/sbx-agent"
+	// AgentBinaryPath is where the sandbox sees sbx's binary, read-only: apart from the
+	// socket's directory, which sbx empties on every start.
+	AgentBinaryPath = "/run/sbx-agent-bin/sbx"
 	// agentWait bounds how long starting a sandbox waits for its agent to take its socket;
 	// an agent that comes later finds nobody and leaves commands to the engine's exec.
 	agentWait = 10 * time.Second
@@ -51,16 +58,67 @@ func AgentsSupported(host string) bool {
 }
 
 // agentDir is the host directory for the agent socket of a new sandbox name with cfg, or ""
-// when the sandbox gets no agent: an image that is not bundled, or gVisor, where accept on the
-// listener sbx hands over fails (EINVAL: gVisor cannot listen on a host socket it was given).
+// when the sandbox gets no agent: no binary to run in it (see agentBinary), or gVisor, where
+// accept on the listener sbx hands over fails (EINVAL: gVisor cannot listen on a host socket
+// it was given).
 func (m *Manager) agentDir(name string, cfg config.Config) string {
 	if !m.Agents || m.State == nil || cfg.Isolation == config.IsolationGVisor {
 		return ""
 	}
-	if _, bundled := images.ProfileFor(cfg.Image); !bundled {
+	if why := m.agentBinaryProblem(cfg.Image); why != "" {
+		m.debugf("sandbox %q gets no agent: %s", name, why)
 		return ""
 	}
 	return m.State.agentDir(name)
+}
+
+// agentBinary is what sbx learnt of its binary, once: whether a sandbox can run it.
+type agentBinary struct {
+	once    sync.Once
+	problem string // why no sandbox can run it; "" when any can
+	dynamic bool   // it needs a libc (a cgo build): only bundled images have one
+}
+
+// agentBinaryProblem says why a sandbox on image cannot run m.AgentBinary as its agent, or "".
+func (m *Manager) agentBinaryProblem(image string) string {
+	b := &m.agentBin
+	b.once.Do(func() { b.problem, b.dynamic = inspectAgentBinary(m.AgentBinary) })
+	switch {
+	case b.problem != "":
+		return b.problem
+	case b.dynamic:
+		if _, bundled := images.ProfileFor(image); !bundled {
+			return fmt.Sprintf("this sbx (%s) is linked dynamically (a cgo build), and image %s is not one sbx bundles, which have its libc; a static sbx (CGO_ENABLED=0, as make build makes) runs in any image", m.AgentBinary, image)
+		}
+	}
+	return ""
+}
+
+// inspectAgentBinary reads sbx's binary at path: why no sandbox can run it ("" when one can),
+// and whether it is linked dynamically.
+func inspectAgentBinary(path string) (problem string, dynamic bool) {
+	if path == "" {
+		return "sbx does not know where its binary is", false
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Sprintf("its binary: %v", err), false
+	}
+	// The sandbox user, whatever its uid, must read and run it.
+	if fi.Mode().Perm()&0o005 != 0o005 {
+		return fmt.Sprintf("%s is not readable and executable by every user (mode %s)", path, fi.Mode().Perm()), false
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Sprintf("%s is no ELF binary: %v", path, err), false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", true
+		}
+	}
+	return "", false
 }
 
 // agentDirOf is the host directory of existing sandbox sb's agent socket, or "" when it has
@@ -125,7 +183,11 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 func (m *Manager) agentReady(sb *Sandbox) error {
 	switch v := sb.Labels[LabelAgent]; {
 	case v == "":
-		return noAgentf("sandbox %q has no agent (isolation gvisor, an image sbx does not bundle, an engine that cannot see sbx's state directory, or made without one)", sb.Name)
+		why := "isolation gvisor, an engine that cannot see sbx's state directory, or made without one"
+		if p := m.agentBinaryProblem(sb.Image); p != "" {
+			why = p
+		}
+		return noAgentf("sandbox %q has no agent (%s)", sb.Name, why)
 	case m.agentDirOf(sb) == "":
 		return noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
 	case v != agent.Version:

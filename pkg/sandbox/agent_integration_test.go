@@ -89,7 +89,7 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 func TestAgentKilledFromInside(t *testing.T) {
 	e := newEnv(t, nil)
 	res := e.ensure()
-	script := `for p in /proc/[0-9]*; do if tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^python3 -I -S'; then kill -KILL ${p#/proc/}; fi; done; sleep 5`
+	script := `for p in /proc/[0-9]*; do if tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^` + sandbox.AgentBinaryPath + ` __agent '; then kill -KILL ${p#/proc/}; fi; done; sleep 5`
 	_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"bash", "-c", script}, Stdout: io.Discard, Stderr: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
 		t.Fatalf("want an error saying the sandbox stopped, got %v", err)
@@ -97,18 +97,26 @@ func TestAgentKilledFromInside(t *testing.T) {
 	e.checkTransport(true)
 }
 
-// A sandbox on an image that is not bundled has no agent: its commands use the engine's
-// exec, and its main process is the plain keep-alive.
-func TestNoAgentForOtherImages(t *testing.T) {
+// A sandbox on an image sbx does not bundle has the agent too (sbx is static): a copy of the
+// bundled image under another name, and bare Debian, which has no python and no tools of
+// sbx's. The command's parent is the agent, sbx's binary mounted into the sandbox.
+func TestAgentOnOtherImages(t *testing.T) {
 	eng := enginetest.RealEngine(t)
 	tag := "sbx-test-custom:" + testRun
 	buildCustomImage(t, eng, tag)
-	e := newEnvAgents(t, true, func(c *config.Config) { c.Image = tag })
-	res := e.ensure()
-	if res.Sandbox.Labels[sandbox.LabelAgent] != "" {
-		t.Errorf("agent label on a custom image: %v", res.Sandbox.Labels)
+	for _, img := range []string{tag, "debian:bookworm-slim"} {
+		t.Run(img, func(t *testing.T) {
+			e := newEnvAgents(t, true, func(c *config.Config) { c.Image = img })
+			res := e.ensure()
+			if res.Sandbox.Labels[sandbox.LabelAgent] == "" {
+				t.Fatalf("no agent label on %s: %v", img, res.Sandbox.Labels)
+			}
+			e.checkTransport(true)
+			if o := e.sh(`tr '\0' ' ' </proc/$PPID/cmdline`); o.stdout != sandbox.AgentBinaryPath+" __agent "+sandbox.AgentMountPath+" 0 " {
+				t.Errorf("the command's parent is %q, not the agent", o.stdout)
+			}
+		})
 	}
-	e.checkTransport(false)
 }
 
 // agentDir is where sbx keeps the agent socket of the env's sandbox.

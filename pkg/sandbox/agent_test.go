@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 )
 
@@ -67,6 +70,52 @@ func TestPrepareAgentDirIsPrivate(t *testing.T) {
 		}
 		if fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %o, want %o", path, fi.Mode().Perm(), want)
+		}
+	}
+}
+
+// A static sbx runs as the agent in any image; one linked dynamically (a cgo build) only in
+// the bundled images, which have its libc, and the reason says so; a binary the sandbox
+// user cannot run gives no sandbox an agent.
+func TestAgentBinaryProblem(t *testing.T) {
+	dir := t.TempDir()
+	static := filepath.Join(dir, "static")
+	hdr := make([]byte, 64)
+	copy(hdr, "\x7fELF\x02\x01\x01")
+	hdr[16], hdr[18], hdr[20] = 2, 0x3e, 1
+	hdr[52], hdr[54], hdr[58] = 64, 56, 64
+	if err := os.WriteFile(static, hdr, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(dir, "private")
+	if err := os.WriteFile(private, hdr, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dynamic, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dynamic, err = filepath.EvalSymlinks(dynamic); err != nil {
+		t.Fatal(err)
+	}
+	if _, dyn := inspectAgentBinary(dynamic); !dyn {
+		t.Fatalf("%s has no PT_INTERP: the test needs a dynamically linked binary", dynamic)
+	}
+	for _, tt := range []struct {
+		bin, image, want string
+	}{
+		{static, "debian:bookworm-slim", ""},
+		{static, images.SandboxTag, ""},
+		{dynamic, images.SandboxTag, ""},
+		{dynamic, "debian:bookworm-slim", "is linked dynamically (a cgo build), and image debian:bookworm-slim is not one sbx bundles"},
+		{private, images.SandboxTag, "is not readable and executable by every user"},
+		{filepath.Join(dir, "gone"), images.SandboxTag, "no such file"},
+		{"", images.SandboxTag, "sbx does not know where its binary is"},
+	} {
+		m := &Manager{AgentBinary: tt.bin}
+		got := m.agentBinaryProblem(tt.image)
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("%s on %s: %q, want %q", tt.bin, tt.image, got, tt.want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
@@ -27,6 +28,12 @@ import (
 )
 
 var unsafeNameChars = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	clitest.RemoveBinary()
+	os.Exit(code)
+}
 
 var testRun = func() string {
 	b := make([]byte, 4)
@@ -96,8 +103,12 @@ func newEnvAgents(t *testing.T, agents bool, mutate func(*config.Config)) *env {
 	if len(name) > 60 {
 		name = name[:60]
 	}
+	bin := ""
+	if agents {
+		bin = clitest.Binary(t)
+	}
 	e := &env{t: t, dir: dir,
-		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now, Agents: agents,
+		m: &sandbox.Manager{Engine: eng, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now, Agents: agents, AgentBinary: bin,
 			BuildImage: func(ctx context.Context, image string) error {
 				_, err := (&imagebuild.Images{Engine: eng}).Ensure(ctx, image, nil)
 				return err

@@ -39,9 +39,13 @@ type Manager struct {
 	BuildImage func(ctx context.Context, image string) error
 	// BuildProgress receives the events of the build of an image derived for setup (setup.go).
 	BuildProgress imagebuild.Progress
-	// Agents gives new sandboxes on bundled images the agent (agent.go); set it only when
-	// AgentsSupported says the engine can mount this machine's directories.
+	// Agents gives new sandboxes the agent (agent.go); set it only when AgentsSupported says
+	// the engine can mount this machine's directories.
 	Agents bool
+	// AgentBinary is this sbx's binary on the host, which sandboxes mount and run as their
+	// agent; "" gives none an agent.
+	AgentBinary string
+	agentBin    agentBinary
 	// Protect plans the protected paths of a new rw sandbox; nil means Protection with
 	// HomeDir. Tests with a fake engine and no project on disk replace it.
 	Protect func(projectRoot string, cfg config.Config) (*protect.Plan, error)
@@ -416,6 +420,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	in.AgentDir = m.agentDir(in.Name, in.Config)
 	if in.ToolboxDir, err = m.toolboxDir(ctx, in.Name, in.Config); err != nil {
 		return nil, err
+	}
+	if in.AgentDir != "" {
+		in.AgentBinary = m.AgentBinary
 	}
 	if in.Config.Workspace == config.WorkspaceOverlay {
 		in.OverlayDir = m.State.overlayDir(in.Name)

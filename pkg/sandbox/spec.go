@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -132,6 +133,8 @@ type SpecInput struct {
 	// ToolboxDir is the host directory of the toolbox (toolbox.go), mounted read-only at
 	// ToolboxMountPath; "" mounts none. It stays out of the config hash, as AgentDir does.
 	ToolboxDir string
+	// AgentBinary is sbx's binary on the host, which a sandbox with AgentDir runs as its agent.
+	AgentBinary string
 	// EgressSubnet is the subnet of the network the sandbox shares with its proxy, when
 	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
 	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
@@ -277,12 +280,16 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if in.AgentDir != "" {
-		spec.Container.Cmd = agent.Cmd(AgentMountPath, cfg.IdleStop)
-		spec.Container.Env = append(spec.Container.Env, agent.Env())
+		if in.AgentBinary == "" {
+			return nil, errors.New("an agent directory without the agent's binary")
+		}
+		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop)
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,
-			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			mount.Mount{Type: mount.TypeBind, Source: in.AgentBinary, Target: AgentBinaryPath, ReadOnly: true,
+				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if cfg.CACerts != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.CADir, Target: cacerts.MountDir, ReadOnly: true,

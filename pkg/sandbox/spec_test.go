@@ -35,7 +35,8 @@ func safeConfig() config.Config {
 
 func buildTestSpec(t *testing.T, mutate func(*SpecInput)) *Spec {
 	t.Helper()
-	in := SpecInput{Name: "app-1a2b3c", ProjectRoot: "/home/u/app", Config: safeConfig(), Version: "v1", CreatedAt: time.Unix(1700000000, 0)}
+	in := SpecInput{Name: "app-1a2b3c", ProjectRoot: "/home/u/app", Config: safeConfig(), Version: "v1", CreatedAt: time.Unix(1700000000, 0),
+		AgentBinary: "/usr/local/bin/sbx"}
 	if mutate != nil {
 		mutate(&in)
 	}
@@ -363,27 +364,28 @@ func TestBuildSpecAgent(t *testing.T) {
 		t.Fatalf("no AgentDir, yet cmd %q labels %v", plain.Container.Cmd, plain.Container.Labels)
 	}
 	spec := buildTestSpec(t, func(in *SpecInput) { in.AgentDir = "/state/agent/app-1a2b3c" })
-	if spec.Container.Cmd[0] != "python3" || !slices.Contains(spec.Container.Cmd, agent.Version) {
-		t.Errorf("cmd %q", spec.Container.Cmd)
-	}
-	if strings.Contains(strings.Join(spec.Container.Cmd, " "), "selectors") {
-		t.Error("the agent's source is on the command line, where ps shows it")
-	}
-	if !slices.Contains(spec.Container.Env, agent.Env()) {
-		t.Error("the agent's source is not in the environment")
+	if want := agent.Cmd(AgentBinaryPath, AgentMountPath, 0); !slices.Equal(spec.Container.Cmd, want) {
+		t.Errorf("cmd %q, want %q", spec.Container.Cmd, want)
 	}
 	if spec.Container.Labels[LabelAgent] != agent.Version {
 		t.Errorf("labels %v", spec.Container.Labels)
 	}
-	var found bool
+	var found, bin bool
 	for _, m := range spec.Host.Mounts {
-		if m.Target == AgentMountPath {
+		switch m.Target {
+		case AgentMountPath:
 			// Read-only: nothing in the sandbox may store data on the host's disk there.
 			found = m.Source == "/state/agent/app-1a2b3c" && m.Type == "bind" && m.ReadOnly
+		case AgentBinaryPath:
+			// Read-only: the sandbox must not change the binary the host runs.
+			bin = m.Source == "/usr/local/bin/sbx" && m.Type == "bind" && m.ReadOnly
 		}
 	}
-	if !found {
-		t.Errorf("no bind of the agent directory at %s: %+v", AgentMountPath, spec.Host.Mounts)
+	if !found || !bin {
+		t.Errorf("no read-only bind of the agent directory at %s and of sbx at %s: %+v", AgentMountPath, AgentBinaryPath, spec.Host.Mounts)
+	}
+	if _, err := BuildSpec(SpecInput{Name: "app-1a2b3c", Config: safeConfig(), AgentDir: "/state/agent/app"}); err == nil {
+		t.Error("an agent directory without a binary to run")
 	}
 	if spec.Hash != plain.Hash {
 		t.Error("the agent changed the config hash: sandboxes made before it would count as changed")
@@ -416,6 +418,7 @@ func TestBuildSpecProtectedPaths(t *testing.T) {
 		bind("a/b/.git", false),
 		bind("a/b/.git/config", true),
 		{Type: mount.TypeBind, Source: "/state/agent/app", Target: AgentMountPath, ReadOnly: true, BindOptions: rprivate},
+		{Type: mount.TypeBind, Source: "/usr/local/bin/sbx", Target: AgentBinaryPath, ReadOnly: true, BindOptions: rprivate},
 		{Type: mount.TypeBind, Source: "/home/u/app/data", Target: "/data", BindOptions: rprivate},
 	}
 	if !reflect.DeepEqual(s.Host.Mounts, want) {

@@ -34,8 +34,8 @@ func TestBuildSpecToolbox(t *testing.T) {
 	if spec.Hash != plain.Hash {
 		t.Error("the toolbox changed the config hash")
 	}
-	withAgent := buildTestSpec(t, func(in *SpecInput) { in.ToolboxDir, in.AgentDir = "/state/toolbox/0123abcd", "/state/agent/x" })
-	if withAgent.Container.Cmd[0] != "python3" {
+	withAgent := buildTestSpec(t, func(in *SpecInput) { in.ToolboxDir, in.AgentDir, in.AgentBinary = "/state/toolbox/0123abcd", "/state/agent/x", "/usr/bin/sbx" })
+	if withAgent.Container.Cmd[0] != AgentBinaryPath {
 		t.Errorf("the agent is not the main process beside the toolbox: %q", withAgent.Container.Cmd)
 	}
 }

@@ -1,5 +1,6 @@
 // Package agenttest helps tests that run the agent, or what ends a command's processes, on
-// the host: python3, and processes named so that a reused pid is never taken for them.
+// the host: the sbx binary (which is the agent), python3 for scripts that make process
+// trees, and processes named so that a reused pid is never taken for them.
 package agenttest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,13 +20,54 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Python3 skips the test when the host has no python3, unless SBX_REQUIRE_PYTHON3=1 (as in
-// make test), where it fails: CI must not pass by skipping the agent's tests.
-func Python3(t testing.TB) {
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary is the path of a static sbx binary (CGO_ENABLED=0, as make build makes it), built
+// on the first call in this process; TestMain calls RemoveBinary once the tests have run.
+func Binary(t testing.TB) string {
 	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sbx-agent-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sbx")
+		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sbx-sandbox/sbx")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// RemoveBinary removes what Binary built, if it built anything.
+func RemoveBinary() {
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+}
+
+// Python3 is the host's python3 interpreter itself, not a wrapper that finds it (pyenv's
+// shims take most of a second, more than a test's timeout); it skips the test when the host
+// has none, unless SBX_REQUIRE_PYTHON3=1 (as in make test), where it fails: CI must not pass
+// by skipping the tests that make process trees with it.
+func Python3(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	path := strings.TrimSpace(string(out))
+	if err != nil || path == "" {
 		testenv.Missing(t, "SBX_REQUIRE_PYTHON3", "the host has no python3: %v", err)
 	}
+	return path
 }
 
 // Proc is a process on the host, named by its pid and start time (field 22 of
