@@ -4,15 +4,21 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
@@ -59,8 +65,10 @@ func busyboxImage(t *testing.T) string {
 }
 
 // Every feature works in an image FROM scratch holding only a static busybox, and in bare
-// debian:bookworm-slim, through the toolbox mounted at /run/sbx-tools: sbx's scripts run with
-// its bash, and its applets follow the image's own PATH (so Debian keeps its GNU tools).
+// debian:bookworm-slim, through sbx's agent (which sbx brings, as it brings the toolbox mounted
+// at /run/sbx-tools: sbx's scripts run with its bash, and its applets follow the image's own
+// PATH, so Debian keeps its GNU tools). The agent path is checked from inside (each command's
+// process descends from the agent) and from outside (the engine ran no exec in the sandbox).
 func TestCLIToolbox(t *testing.T) {
 	busybox := busyboxImage(t)
 	for _, tt := range []struct{ name, image string }{{"busybox", busybox}, {"debian-slim", baseImage}} {
@@ -88,6 +96,24 @@ func toolboxFeatures(t *testing.T, img string) {
 		r := c.Run(args...)
 		return r.Stdout, r.Stderr, r.Code
 	}
+	since := time.Now()
+	// Sessions and background processes leave the agent's tree by design (they outlive the
+	// exec that starts them), so for them, and for cp, only the engine's count tells. It must
+	// see an exec when there is one: -u takes the engine's exec path.
+	t.Cleanup(func() {
+		if n := execsSince(t, info.ID, since); n != 0 {
+			t.Errorf("the engine ran %d execs in the sandbox: some command did not go through the agent", n)
+		}
+		before := time.Now()
+		if _, errOut, code := run("exec", "-n", name, "-u", "0:0", "--", "true"); code != 0 {
+			t.Fatalf("exec -u 0:0: exit %d %q", code, errOut)
+		}
+		if n := execsSince(t, info.ID, before); n == 0 {
+			t.Error("the engine's exec of exec -u was not counted: the count proves nothing")
+		}
+	})
+	// fromAgent is a shell line that prints "agent" when its shell descends from the agent.
+	const fromAgent = `p=$$; while [ "$p" -gt 1 ]; do case "$(tr '\0' ' ' </proc/$p/cmdline)" in "/run/sbx-agent-bin/sbx __agent "*) echo agent; exit 0;; esac; p=$(cut -d' ' -f4 /proc/$p/stat); done; echo engine`
 
 	t.Run("exec", func(t *testing.T) {
 		if out, errOut, code := run("exec", "-n", name, "--", "sh", "-c", "echo out; echo err >&2; exit 3"); code != 3 || out != "out\n" || errOut != "err\n" {
@@ -97,6 +123,9 @@ func toolboxFeatures(t *testing.T, img string) {
 		if out, errOut, code := run("exec", "-n", name, "--", "sh", "-c", "echo $PATH"); code != 0 ||
 			out != "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/run/sbx-tools/bin\n" {
 			t.Errorf("PATH: exit %d stdout %q stderr %q", code, out, errOut)
+		}
+		if out, errOut, code := run("exec", "-n", name, "--", "sh", "-c", fromAgent); code != 0 || out != "agent\n" {
+			t.Errorf("exec's path: exit %d stdout %q stderr %q", code, out, errOut)
 		}
 		if out, errOut, code := run("exec", "-n", name, "--", "no-such-cmd"); code != 127 || out != "" || errOut != "sbx: no-such-cmd: command not found\n" {
 			t.Errorf("missing command: exit %d stdout %q stderr %q", code, out, errOut)
@@ -108,10 +137,15 @@ func toolboxFeatures(t *testing.T, img string) {
 		if r := c.RunIn(cmd); r.Code != 0 || strings.TrimSpace(r.Stdout) != "3" || r.Stderr != "" {
 			t.Errorf("%s", r)
 		}
+		cmd = c.Cmd("exec", "-i", "-n", name, "--", "sh")
+		cmd.Stdin = strings.NewReader(fromAgent + "\n")
+		if r := c.RunIn(cmd); r.Code != 0 || r.Stdout != "agent\n" {
+			t.Errorf("exec -i's path: %s", r)
+		}
 	})
 	t.Run("exec -t", func(t *testing.T) {
 		// Without -i the command's stdin is not the terminal; its stdout is.
-		cmd := c.Cmd("exec", "-t", "-n", name, "--", "sh", "-c", "tty <&1")
+		cmd := c.Cmd("exec", "-t", "-n", name, "--", "sh", "-c", "tty <&1; "+fromAgent)
 		term := c.StartOnTerminal(cmd, 40, 100)
 		errc := make(chan error, 1)
 		go func() { errc <- cmd.Wait() }()
@@ -124,7 +158,7 @@ func toolboxFeatures(t *testing.T, img string) {
 			_ = cmd.Process.Kill()
 			t.Fatalf("exec -t hung:\n%s", term.Output())
 		}
-		if out := term.Closed(); !regexp.MustCompile(`^/dev/pts/[0-9]+\r\n$`).MatchString(out) {
+		if out := term.Closed(); !regexp.MustCompile(`^/dev/pts/[0-9]+\r\nagent\r\n$`).MatchString(out) {
 			t.Errorf("exec -t tty: %q", out)
 		}
 	})
@@ -162,6 +196,9 @@ func toolboxFeatures(t *testing.T, img string) {
 	t.Run("run", func(t *testing.T) {
 		if out, errOut, code := run("run", "-n", name, "--lang", "sh", "-c", "echo $((6*7))"); code != 0 || out != "42\n" || errOut != "" {
 			t.Errorf("run --lang sh: exit %d stdout %q stderr %q", code, out, errOut)
+		}
+		if out, errOut, code := run("run", "-n", name, "--lang", "sh", "-c", fromAgent); code != 0 || out != "agent\n" {
+			t.Errorf("run's path: exit %d stdout %q stderr %q", code, out, errOut)
 		}
 	})
 	t.Run("sh", func(t *testing.T) {
@@ -209,4 +246,32 @@ func toolboxFeatures(t *testing.T, img string) {
 			t.Errorf("left running after the timeout: exit %d %q %q", code, out, errOut)
 		}
 	})
+}
+
+// execsSince counts the execs the engine created in container id since then.
+func execsSince(t *testing.T, id string, since time.Time) int {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	msgs, errc := cli.Events(ctx, events.ListOptions{
+		Since: strconv.FormatInt(since.Add(-time.Second).Unix(), 10), Until: strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10),
+		Filters: filters.NewArgs(filters.Arg("container", id), filters.Arg("event", "exec_create")),
+	})
+	n := 0
+	for {
+		select {
+		case <-msgs:
+			n++
+		case err := <-errc:
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("engine events: %v", err)
+			}
+			return n
+		}
+	}
 }

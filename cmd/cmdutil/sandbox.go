@@ -138,6 +138,8 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 	if sandbox.IsNotFound(err) {
 		live.ApplyCommand = create
 		live.Carriage = m.NewCarriage(r.Config.Workspace)
+		live.Commands, live.CommandsWhy = m.CommandPath(nil, r.Config)
+		live.Toolbox = m.WouldMountToolbox(r.Config)
 		return live, nil
 	}
 	if err != nil {
@@ -145,6 +147,8 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 	}
 	live.Exists, live.Status, live.Running = true, sb.Status, sb.Status == "running"
 	live.Carriage = sandbox.CarriageOf(sb)
+	live.Commands, live.CommandsWhy = m.CommandPath(sb, r.Config)
+	live.Toolbox = sb.Labels[sandbox.LabelToolbox] != ""
 	in, err := m.Resolver.SpecInput(r)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,13 @@ type Live struct {
 	// volume, or copy on an engine that cannot see the project; for one not yet made, how it
 	// would.
 	Carriage string `json:"carriage,omitempty"`
+	// Commands is how the sandbox runs commands (sandbox.CommandPath): "agent" or "engine
+	// exec", with CommandsWhy for the engine; for one not yet made, how it would.
+	Commands    string `json:"commands,omitempty"`
+	CommandsWhy string `json:"commandsWhy,omitempty"`
+	// Toolbox is true when sbx's scripts run with the toolbox it mounts (an image it does
+	// not bundle).
+	Toolbox bool `json:"toolbox,omitempty"`
 	// ApplyCommand applies the resolved config, e.g. "sbx create --replace".
 	ApplyCommand string `json:"applyCommand,omitempty"`
 }

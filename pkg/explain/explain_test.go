@@ -127,10 +127,12 @@ tools:
 		env:   map[string]string{"SBX_TIMEOUT": "30m"},
 		flags: []config.Setting{{Key: "cpus", Values: []string{"2"}, Source: config.Source{Layer: config.LayerFlag, Name: "--cpus"}}},
 		opts: Options{Tool: "browser", Live: &Live{Reachable: true, Exists: true, Running: true, Status: "Up 3 minutes",
-			DifferingKeys: []string{"memory", "network"}, ApplyCommand: "sbx create --replace"}},
+			DifferingKeys: []string{"memory", "network"}, ApplyCommand: "sbx create --replace",
+			Commands: "engine exec", CommandsWhy: "isolation gvisor: gVisor cannot accept connections on the socket sbx hands over", Toolbox: true}},
 		trusted: true,
 	},
-	"untrusted":   {project: "network: bridge\nmemory: 4g\npassEnv: [GITHUB_TOKEN]\nprofile: browser\n"},
+	"untrusted": {project: "network: bridge\nmemory: 4g\npassEnv: [GITHUB_TOKEN]\nprofile: browser\n",
+		opts: Options{Live: &Live{Reachable: true, Commands: "agent"}}},
 	"unreachable": {opts: Options{Live: &Live{Error: "cannot reach the Docker engine at unix:///var/run/docker.sock"}}},
 }
 

@@ -416,8 +416,10 @@ func (p *printer) engine(rep Report) {
 	case !e.Exists:
 		p.line(fmt.Sprintf("  container %s does not exist yet", rep.Sandbox.Container))
 		p.carriage(e.Carriage)
+		p.commands(e)
 		return
 	}
+	defer p.commands(e)
 	defer p.carriage(e.Carriage)
 	state := "stopped"
 	if e.Running {
@@ -449,6 +451,21 @@ func (p *printer) engine(rep Report) {
 func (p *printer) carriage(c string) {
 	if c == "copy" {
 		p.line("  workspace: a copy of the project in the sandbox's volume, as the engine cannot see it; sbx sync sends host changes, sbx diff and apply bring the sandbox's back")
+	}
+}
+
+// commands says which way the sandbox runs commands, and why when it is not sbx's agent.
+func (p *printer) commands(e Engine) {
+	tools := ""
+	if e.Toolbox {
+		tools = "; sbx's helpers run with its toolbox (static bash and busybox at /run/sbx-tools)"
+	}
+	switch e.Commands {
+	case "agent":
+		p.line("  commands: through sbx's agent, which sbx brings into the sandbox" + tools)
+	case "":
+	default:
+		p.line("  commands: through the engine's exec: " + e.CommandsWhy + tools)
 	}
 }
 

@@ -62,14 +62,47 @@ func AgentsSupported(host string) bool {
 // accept on the listener sbx hands over fails (EINVAL: gVisor cannot listen on a host socket
 // it was given).
 func (m *Manager) agentDir(name string, cfg config.Config) string {
-	if !m.Agents || m.State == nil || cfg.Isolation == config.IsolationGVisor {
-		return ""
-	}
-	if why := m.agentBinaryProblem(cfg.Image); why != "" {
+	if why := m.noAgentReason(cfg); why != "" {
 		m.debugf("sandbox %q gets no agent: %s", name, why)
 		return ""
 	}
 	return m.State.agentDir(name)
+}
+
+// noAgentReason is why a new sandbox with cfg gets no agent, or "" when it gets one: the one
+// rule agentDir, and CommandPath for explain, follow.
+func (m *Manager) noAgentReason(cfg config.Config) string {
+	switch {
+	case !m.Agents:
+		return "the engine cannot see this machine's files (a remote engine, or not Linux), so sbx cannot reach an agent's socket"
+	case m.State == nil:
+		return "sbx has no state directory for the agent's socket"
+	case cfg.Isolation == config.IsolationGVisor:
+		return "isolation gvisor: gVisor cannot accept connections on the socket sbx hands over"
+	}
+	return m.agentBinaryProblem(cfg.Image)
+}
+
+// Command paths (CommandPath).
+const (
+	PathAgent  = "agent"
+	PathEngine = "engine exec"
+)
+
+// CommandPath says how sandbox sb (nil: one not made yet, with cfg) runs commands: PathAgent
+// (sbx's agent, in any image, when sbx can bring it) or PathEngine (the engine's exec), with
+// why for the engine.
+func (m *Manager) CommandPath(sb *Sandbox, cfg config.Config) (path, why string) {
+	if sb == nil {
+		if why := m.noAgentReason(cfg); why != "" {
+			return PathEngine, why
+		}
+		return PathAgent, ""
+	}
+	if err := m.agentReady(sb); err != nil {
+		return PathEngine, err.Error()
+	}
+	return PathAgent, ""
 }
 
 // agentBinary is what sbx learnt of its binary, once: whether a sandbox can run it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 )
 
 // What the agent is asked for each kind of command: how a client that goes away is taken,
@@ -116,6 +117,28 @@ func TestAgentBinaryProblem(t *testing.T) {
 		got := m.agentBinaryProblem(tt.image)
 		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
 			t.Errorf("%s on %s: %q, want %q", tt.bin, tt.image, got, tt.want)
+		}
+	}
+
+	// CommandPath, for explain, follows the same rule as the sandboxes sbx makes, and says why
+	// a sandbox gets no agent.
+	for _, tt := range []struct {
+		m         *Manager
+		cfg       config.Config
+		path, why string
+	}{
+		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: static}, config.Config{Image: "debian:bookworm-slim"}, PathAgent, ""},
+		{&Manager{Agents: false, State: &StateStore{}, AgentBinary: static}, config.Config{Image: images.SandboxTag}, PathEngine, "the engine cannot see this machine's files"},
+		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: static}, config.Config{Image: images.SandboxTag, Isolation: config.IsolationGVisor}, PathEngine, "isolation gvisor"},
+		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: dynamic}, config.Config{Image: "debian:bookworm-slim"}, PathEngine, "linked dynamically"},
+		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: dynamic}, config.Config{Image: images.SandboxTag}, PathAgent, ""},
+	} {
+		path, why := tt.m.CommandPath(nil, tt.cfg)
+		if path != tt.path || tt.why == "" && why != "" || !strings.Contains(why, tt.why) {
+			t.Errorf("%+v: %q %q, want %q %q", tt.cfg, path, why, tt.path, tt.why)
+		}
+		if dir := tt.m.agentDir("x", tt.cfg); (dir != "") != (tt.path == PathAgent) {
+			t.Errorf("%+v: agent dir %q for path %q", tt.cfg, dir, tt.path)
 		}
 	}
 }

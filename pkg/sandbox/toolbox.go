@@ -66,15 +66,19 @@ func (sb *Sandbox) Script(script, argv0 string, args ...string) []string {
 	return append([]string{sb.Bash(), "-c", script, argv0}, args...)
 }
 
+// WouldMountToolbox reports whether a new sandbox with cfg gets the toolbox: an image sbx does
+// not bundle (they have bash and GNU tools), on an engine that sees this machine's files.
+func (m *Manager) WouldMountToolbox(cfg config.Config) bool {
+	_, bundled := images.ProfileFor(cfg.Image)
+	return m.Agents && m.State != nil && !bundled
+}
+
 // toolboxDir is the host directory of the toolbox for a new sandbox name with cfg, made when
 // missing, or "" when the sandbox gets none: a bundled image (it has bash and GNU tools), an
 // engine that cannot see this machine's files, or a toolbox that could not be made, which
 // leaves the sandbox as sbx made them before the toolbox, with a warning.
 func (m *Manager) toolboxDir(ctx context.Context, name string, cfg config.Config) (string, error) {
-	if !m.Agents || m.State == nil {
-		return "", nil
-	}
-	if _, bundled := images.ProfileFor(cfg.Image); bundled {
+	if !m.WouldMountToolbox(cfg) {
 		return "", nil
 	}
 	dir, err := m.ensureToolbox(ctx)

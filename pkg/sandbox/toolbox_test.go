@@ -34,7 +34,9 @@ func TestBuildSpecToolbox(t *testing.T) {
 	if spec.Hash != plain.Hash {
 		t.Error("the toolbox changed the config hash")
 	}
-	withAgent := buildTestSpec(t, func(in *SpecInput) { in.ToolboxDir, in.AgentDir, in.AgentBinary = "/state/toolbox/0123abcd", "/state/agent/x", "/usr/bin/sbx" })
+	withAgent := buildTestSpec(t, func(in *SpecInput) {
+		in.ToolboxDir, in.AgentDir, in.AgentBinary = "/state/toolbox/0123abcd", "/state/agent/x", "/usr/bin/sbx"
+	})
 	if withAgent.Container.Cmd[0] != AgentBinaryPath {
 		t.Errorf("the agent is not the main process beside the toolbox: %q", withAgent.Container.Cmd)
 	}
