@@ -43,43 +43,14 @@ func Label(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// Binary returns the path of the sbx binary, built on the first call in this process.
-// TestMain calls RemoveBinary once the tests have run.
+// Binary is the static sbx binary the tests run (testenv.SbxBinary).
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sbx-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sbx")
-		// Static, as make build makes it: sandboxes on any image run it as their agent.
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sbx-sandbox/sbx")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.SbxBinary(t)
 }
 
 // RemoveBinary removes what Binary built, if it built anything.
-func RemoveBinary() {
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-}
+func RemoveBinary() { testenv.RemoveSbxBinary() }
 
 // CLI is sbx for one test.
 type CLI struct {

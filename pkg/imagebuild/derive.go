@@ -106,27 +106,17 @@ func (m *Images) Derive(ctx context.Context, in DeriveInput) (string, error) {
 		}
 		args["NO_PROXY"], args["no_proxy"] = &noProxy, &noProxy
 	}
-	resp, err := m.Engine.ImageBuild(ctx, tarball, build.ImageBuildOptions{
+	_, err = m.runBuild(ctx, tarball, build.ImageBuildOptions{
 		Tags:       []string{tag},
 		Dockerfile: images.SetupDockerfile,
 		BuildArgs:  args,
 		Labels: map[string]string{LabelManaged: "true", LabelDerivedFrom: in.Base, LabelBaseID: in.BaseID,
 			LabelSetupHash: strings.TrimPrefix(tag, DerivedRepo+":"), LabelSetup: string(setup)},
 		NetworkMode: in.Network,
-		Remove:      true,
-		ForceRemove: true,
 		// FROM names the base by ID: nothing is pulled.
 		PullParent: false,
-		Version:    build.BuilderV1,
-	})
+	}, "", nil, in.Progress)
 	if err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		return "", errs.Failure(fmt.Errorf("building image %s: %w", tag, err), "")
-	}
-	defer resp.Body.Close()
-	if _, err := m.follow(ctx, resp.Body, "", tag, in.Progress); err != nil {
 		var be *BuildError
 		if errors.As(err, &be) {
 			be.derived = true

@@ -239,27 +239,14 @@ func (m *Images) Build(ctx context.Context, profile string, opts BuildOptions) (
 		return BuildResult{}, err
 	}
 	files := images.ContextFiles(profile)
-	resp, err := m.Engine.ImageBuild(ctx, tarball, build.ImageBuildOptions{
+	res, err := m.runBuild(ctx, tarball, build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  files[0].Name,
 		BuildArgs:   buildArgs,
 		Labels:      map[string]string{LabelManaged: "true", LabelProfile: profile, LabelDockerfileHash: before.DockerfileHash},
 		NoCache:     opts.NoCache,
 		NetworkMode: opts.Network,
-		Remove:      true,
-		ForceRemove: true,
-		// The classic builder is the one every engine has; BuildKit needs a session the
-		// API alone does not give.
-		Version: build.BuilderV1,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return BuildResult{}, ctx.Err()
-		}
-		return BuildResult{}, errs.Failure(fmt.Errorf("building image %s: %w", tag, err), networkHint(profile, opts.Network, err.Error()))
-	}
-	defer resp.Body.Close()
-	res, err := m.follow(ctx, resp.Body, profile, tag, opts.Progress)
+	}, profile, func(err error) string { return networkHint(profile, opts.Network, err.Error()) }, opts.Progress)
 	if err != nil {
 		var be *BuildError
 		if errors.As(err, &be) {
@@ -336,4 +323,28 @@ func ShortID(id string) string {
 		return id[:len("sha256:")+12]
 	}
 	return id
+}
+
+// runBuild runs one classic build of the context with bo (tagged bo.Tags[0]; intermediate
+// containers removed) and follows it with progress; profile names a bundled image, "" any
+// other. hint, when set, says what to do about an engine that refuses the build.
+func (m *Images) runBuild(ctx context.Context, buildContext io.Reader, bo build.ImageBuildOptions, profile string, hint func(error) string, p Progress) (BuildResult, error) {
+	tag := bo.Tags[0]
+	bo.Remove, bo.ForceRemove = true, true
+	// The classic builder is the one every engine has; BuildKit needs a session the API alone
+	// does not give.
+	bo.Version = build.BuilderV1
+	resp, err := m.Engine.ImageBuild(ctx, buildContext, bo)
+	if err != nil {
+		if ctx.Err() != nil {
+			return BuildResult{}, ctx.Err()
+		}
+		h := ""
+		if hint != nil {
+			h = hint(err)
+		}
+		return BuildResult{}, errs.Failure(fmt.Errorf("building image %s: %w", tag, err), h)
+	}
+	defer resp.Body.Close()
+	return m.follow(ctx, resp.Body, profile, tag, p)
 }

@@ -42,22 +42,11 @@ func (m *Images) Toolbox(ctx context.Context, p Progress) (string, error) {
 	if err := tw.Close(); err != nil {
 		return "", err
 	}
-	resp, err := m.Engine.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags:        []string{tag},
-		Dockerfile:  images.ToolboxDockerfile,
-		Labels:      map[string]string{LabelManaged: "true", LabelDockerfileHash: "sha256:" + images.ToolboxHash()},
-		Remove:      true,
-		ForceRemove: true,
-		Version:     build.BuilderV1,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
-		return "", errs.Failure(fmt.Errorf("building image %s: %w", tag, err), "")
-	}
-	defer resp.Body.Close()
-	if _, err := m.follow(ctx, resp.Body, "", tag, p); err != nil {
+	if _, err := m.runBuild(ctx, &buf, build.ImageBuildOptions{
+		Tags:       []string{tag},
+		Dockerfile: images.ToolboxDockerfile,
+		Labels:     map[string]string{LabelManaged: "true", LabelDockerfileHash: "sha256:" + images.ToolboxHash()},
+	}, "", nil, p); err != nil {
 		return "", err
 	}
 	return tag, nil

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,41 +19,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// Binary is the path of a static sbx binary (CGO_ENABLED=0, as make build makes it), built
-// on the first call in this process; TestMain calls RemoveBinary once the tests have run.
+// Binary is the static sbx binary the tests run (testenv.SbxBinary).
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sbx-agent-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-o", binPath, "github.com/sbx-sandbox/sbx")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.SbxBinary(t)
 }
 
 // RemoveBinary removes what Binary built, if it built anything.
-func RemoveBinary() {
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
-}
+func RemoveBinary() { testenv.RemoveSbxBinary() }
 
 // Python3 is the host's python3 interpreter itself, not a wrapper that finds it (pyenv's
 // shims take most of a second, more than a test's timeout); it skips the test when the host
