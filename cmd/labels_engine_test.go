@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
@@ -37,7 +38,8 @@ const forgedNetwork = `[{"Key":"network","Values":["bridge"],"Source":{"Layer":"
 func forgedLabels(hostDir string) map[string]string {
 	return map[string]string{
 		"dev.sbx.agent-dir":            hostDir, // read by sbx up to this change, to remove it
-		sandbox.LabelAgent:             agent.Version,
+		sandbox.LabelAgent:             "forged-agent",
+		sandbox.LabelToolbox:           "forged-toolbox",
 		sandbox.LabelCreateSettings:    forgedNetwork,
 		sandbox.LabelWorkspace:         "none",
 		sandbox.LabelManaged:           "true",
@@ -160,10 +162,18 @@ func checkOverwritten(t *testing.T, c *cli, name, tag string) {
 		t.Fatal(err)
 	}
 	l := info.Config.Labels
-	for _, k := range []string{"dev.sbx.agent-dir", sandbox.LabelAgent, imagebuild.LabelDockerfileHash, "dev.sbx.some-future-label"} {
+	for _, k := range []string{"dev.sbx.agent-dir", imagebuild.LabelDockerfileHash, "dev.sbx.some-future-label"} {
 		if v, ok := l[k]; !ok || v != "" {
 			t.Errorf("label %s: want it emptied, got %q (present %v)", k, v, ok)
 		}
+	}
+	// The agent and toolbox labels are sbx's own: the sandbox got both (an image sbx does not
+	// bundle, on this machine's engine), whatever the image claimed.
+	if l[sandbox.LabelAgent] != agent.Version || len(info.Config.Cmd) == 0 || info.Config.Cmd[0] != sandbox.AgentBinaryPath {
+		t.Errorf("label %s = %q, command %q: want this sbx's agent (%s)", sandbox.LabelAgent, l[sandbox.LabelAgent], info.Config.Cmd, agent.Version)
+	}
+	if l[sandbox.LabelToolbox] != images.ToolboxHash() {
+		t.Errorf("label %s = %q, want %q", sandbox.LabelToolbox, l[sandbox.LabelToolbox], images.ToolboxHash())
 	}
 	if strings.Contains(l[sandbox.LabelCreateSettings], "network") {
 		t.Errorf("the image's create settings survived: %s", l[sandbox.LabelCreateSettings])

@@ -397,6 +397,8 @@ func hostProbes(s *clitest.CLI, containerID, agentDir, iso string) []expect {
 				case m.Point == "/workspace" && strings.HasSuffix(s.Project, m.Root):
 				case m.Point == sandbox.AgentMountPath && strings.HasPrefix(agentDir, s.Home+"/") && strings.HasSuffix(agentDir, m.Root):
 					// The sandbox's own agent directory in sbx's state directory.
+				case m.Point == sandbox.AgentBinaryPath && m.Root != "" && strings.HasSuffix(s.Bin, m.Root):
+					// sbx's own binary, which the sandbox runs as its agent.
 				case m.Point == "/sbin/docker-init" || m.Point == "/usr/sbin/docker-init" || m.Point == "/dev/init":
 					// --init: the engine's own init binary, bound read-only.
 				case engineFiles[m.Point] != "" && strings.HasSuffix(m.Root, engineFiles[m.Point]):
