@@ -140,6 +140,9 @@ func Run(opts Options) error {
 	// (GOGC=off): the agent keeps the runtime's defaults.
 	debug.SetGCPercent(100)
 	debug.SetMemoryLimit(math.MaxInt64)
+	// One loop does all the work: one P means no second thread spinning for work, so the
+	// runtime needs fewer threads (each a pid a fork bomb may have taken).
+	runtime.GOMAXPROCS(1)
 	// The runtime starts its poller (an epoll and an eventfd) with the first timer, and dies
 	// if it cannot get the descriptors: start it now, not once a command took them all.
 	time.AfterFunc(time.Hour, func() {}).Stop()
@@ -487,7 +490,8 @@ func sigchld(info *unix.Siginfo) (pid, status int) {
 // starts threads as it needs them and dies when it cannot; a command that fills the
 // sandbox's pids limit must find the agent with the threads it needs already made.
 func warmThreads() {
-	const n = 4
+	// 4 were not enough: under a fork bomb the runtime asked for a ninth thread and died.
+	const n = 8
 	var p [2]int
 	if unix.Pipe2(p[:], unix.O_CLOEXEC) != nil {
 		return
