@@ -53,8 +53,9 @@ os.kill(int(sys.argv[1]), 9)' "$main"
 fi
 echo ready; exec sleep 1000`
 
-// killWatchdog kills the command's own watchdog (its arguments start with the command's pid),
-// ignores TERM from then on, as do its children, and says "ready" before it sleeps for $1.
+// killWatchdog kills the command's own watchdog, when it has one (through the engine's exec;
+// its arguments start with the command's pid), ignores TERM from then on, as do its
+// children, and says "ready" before it sleeps for $1.
 const killWatchdog = `me=$$
 for d in /proc/[0-9]*; do
 	case $(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) in *"sbx-watch $me "*) kill -KILL "${d#/proc/}" && echo "killed watchdog" ;; esac
@@ -84,6 +85,16 @@ func checkPath(t *testing.T, via, stdout string) {
 	}
 }
 
+// checkWatchdog fails the test unless the command killed its watchdog through the engine's
+// exec, and found none through the agent, which ends commands itself and starts none, and
+// then said it was ready.
+func checkWatchdog(t *testing.T, via, stdout string) {
+	t.Helper()
+	if killed := strings.Contains(stdout, "killed watchdog\n"); killed != (via == "engine-exec") || !strings.Contains(stdout, "ready\n") {
+		t.Fatalf("through the %s, want a watchdog killed only through the engine's exec, then ready: stdout %q", via, stdout)
+	}
+}
+
 // runKillAround runs killAround with mode in a new sandbox name, with a 2 s timeout, the
 // way via names, and checks that it came that way.
 func runKillAround(t *testing.T, c *cli, name string, via []string, viaName, mode string) clitest.Result {
@@ -96,17 +107,16 @@ func runKillAround(t *testing.T, c *cli, name string, via []string, viaName, mod
 	return r
 }
 
-// A command that kills every process it can see but the agent, its watchdog included, still
-// ends at its timeout, and sbx exits 124 within timeout + grace + 5 s.
+// A command that kills every process it can see but the agent, its watchdog included (the
+// engine's exec has one), still ends at its timeout, and sbx exits 124 within timeout +
+// grace + 5 s.
 func TestCLITimeoutSurvivesKilledWatchdog(t *testing.T) {
 	c := newCLI(t)
 	for _, via := range viaPaths {
 		t.Run(via.name, func(t *testing.T) {
 			name := cliRun + "-kw-" + via.name
 			r := runKillAround(t, c, name, via.args, via.name, "agent")
-			if !strings.Contains(r.Stdout, "killed watchdog\n") || !strings.Contains(r.Stdout, "ready\n") {
-				t.Fatalf("the command did not kill its watchdog: stdout %q stderr %q", r.Stdout, r.Stderr)
-			}
+			checkWatchdog(t, via.name, r.Stdout)
 			if r.Code != 124 || r.Took > bound(2*time.Second) || !strings.Contains(r.Stderr, "timed out after 2s") {
 				t.Errorf("want exit 124 within %s: exit %d after %s, stderr %q", bound(2*time.Second), r.Code, r.Took, r.Stderr)
 			}
@@ -218,8 +228,9 @@ func TestCLITimeoutSparesOtherExecs(t *testing.T) {
 			}()
 
 			r := c.runWithin(time.Minute, append(append([]string{"exec", "-n", name, "--timeout", "2s"}, via.args...), "--", "bash", "-c", killWatchdog, "sbx-test", "1003")...)
-			if r.Code != 124 || !strings.Contains(r.Stdout, "killed watchdog\n") {
-				t.Fatalf("want the command to kill its watchdog and time out: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
+			checkWatchdog(t, via.name, r.Stdout)
+			if r.Code != 124 {
+				t.Fatalf("want the command to time out: exit %d stdout %q stderr %q", r.Code, r.Stdout, r.Stderr)
 			}
 			s := c.sleepers(name)
 			if strings.Contains(s, "sleep 1003") || !strings.Contains(s, "sleep 1001") || !strings.Contains(s, "sleep 1002") {
@@ -239,9 +250,9 @@ func TestCLITimeoutSparesOtherExecs(t *testing.T) {
 	}
 }
 
-// When sbx is killed, the agent ends its command, even one that killed its watchdog (which
-// watches for sbx going away too), with -i (where only the agent can tell) or without.
-// Through the engine's exec nothing but the watchdog is left to do it (see the README).
+// When sbx is killed, the agent ends its command, which has no watchdog (the engine's exec
+// has one, which watches for sbx going away too), with -i or without. Through the engine's
+// exec nothing but the watchdog is left to do it (see the README).
 func TestCLIKilledSbxEndsCommand(t *testing.T) {
 	c := newCLI(t)
 	for _, interactive := range []bool{false, true} {
@@ -259,9 +270,7 @@ func TestCLIKilledSbxEndsCommand(t *testing.T) {
 				}
 				defer w.Close()
 			}
-			if said := startReady(t, cmd); !strings.Contains(said, "killed watchdog\n") {
-				t.Fatalf("the command did not kill its watchdog: %q", said)
-			}
+			checkWatchdog(t, "agent", startReady(t, cmd))
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			// The deadline only fails a command that is never ended.
@@ -288,9 +297,7 @@ func TestCLIMCPTimeoutSurvivesKilledWatchdog(t *testing.T) {
 	start := time.Now()
 	res := mcpCall(t, cs, "exec", map[string]any{"command": killAround, "timeoutSeconds": 2}, &eo)
 	took := time.Since(start)
-	if !strings.Contains(eo.Stdout, "killed watchdog\n") {
-		t.Fatalf("the command did not kill its watchdog: %+v %s", eo, resultText(res))
-	}
+	checkWatchdog(t, "agent", eo.Stdout)
 	if res.IsError || !eo.TimedOut || took > bound(2*time.Second) {
 		t.Errorf("want a timed-out result within %s: after %s %+v %s", bound(2*time.Second), took, eo, resultText(res))
 	}

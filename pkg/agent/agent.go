@@ -44,10 +44,15 @@ var Version = func() string {
 const Mode = "__agent"
 
 // Cmd is the main process of a sandbox with an agent: the sbx binary mounted at exe, whose
-// directory is mounted at dir and that stops the sandbox after idleStop without use (0:
-// never; PROTOCOL.md, "Idle stop").
-func Cmd(exe, dir string, idleStop time.Duration) []string {
-	return []string{exe, Mode, dir, strconv.FormatInt(idleStop.Milliseconds(), 10)}
+// directory is mounted at dir, that stops the sandbox after idleStop without use (0:
+// never; PROTOCOL.md, "Idle stop") and, with path, appends that directory to every
+// command's PATH (sbx's toolbox, after the image's own programs).
+func Cmd(exe, dir string, idleStop time.Duration, path string) []string {
+	cmd := []string{exe, Mode, dir, strconv.FormatInt(idleStop.Milliseconds(), 10)}
+	if path != "" {
+		cmd = append(cmd, path)
+	}
+	return cmd
 }
 
 // FrameType is a frame's first byte (PROTOCOL.md, "Frames").
@@ -65,6 +70,7 @@ const (
 	FrameResize      FrameType = 'W'
 	FrameAbort       FrameType = 'K'
 	FrameTimeout     FrameType = 'T'
+	FrameOOM         FrameType = 'M'
 	FrameExit        FrameType = 'Z'
 	FrameRefused     FrameType = 'X'
 	FrameListener    FrameType = 'L'

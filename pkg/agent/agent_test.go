@@ -32,13 +32,20 @@ type hostAgent struct {
 	dir  string
 	cmd  *exec.Cmd
 	logs chan string // the agent's stderr, line by line
+	path string      // the agent's PATH directory (agent.Cmd)
 }
 
 // startHostAgent runs the agent on the host after making its sockets, as starting a sandbox
 // does, and hands it its socket; with nofile > 0 it may hold at most that many descriptors.
 func startHostAgent(t *testing.T, nofile int) *hostAgent {
 	t.Helper()
-	a := newHostAgent(t)
+	return newHostAgent(t).launch(nofile)
+}
+
+// launch runs the prepared agent and hands it its socket.
+func (a *hostAgent) launch(nofile int) *hostAgent {
+	t := a.t
+	t.Helper()
 	h := a.listen()
 	a.run(nofile)
 	if err := h.Pass(context.Background(), 10*time.Second); err != nil {
@@ -79,7 +86,7 @@ func (a *hostAgent) listen() *Handoff {
 func (a *hostAgent) run(nofile int) {
 	t := a.t
 	t.Helper()
-	argv := Cmd(agenttest.Binary(t), a.dir, 0)
+	argv := Cmd(agenttest.Binary(t), a.dir, 0, a.path)
 	if nofile > 0 {
 		argv = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"}, argv...)
 	}
@@ -287,13 +294,44 @@ func TestAgentProtocol(t *testing.T) {
 	req.Dir = "/no/such/dir"
 	r = a.exec(t, req, nil)
 	var se *SpawnError
-	if !errors.As(r.err, &se) || se.Errno != syscall.ENOENT {
-		t.Errorf("a missing working directory: %+v", r)
+	if !errors.As(r.err, &se) || se.Errno != syscall.ENOENT || se.Exec {
+		t.Errorf("a missing working directory: %+v (exec %v)", r, se != nil && se.Exec)
+	}
+	// The command's own exec: what sbx reports as the shell does, 127 or 126.
+	notExec := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(notExec, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, errno := range map[string]syscall.Errno{"no-such-command": syscall.ENOENT, "/no/such/file": syscall.ENOENT, notExec: syscall.EACCES} {
+		r = a.exec(t, command(name), nil)
+		if se = nil; !errors.As(r.err, &se) || se.Errno != errno || !se.Exec {
+			t.Errorf("exec of %s: want errno %d from the exec: %+v (%+v)", name, errno, r, se)
+		}
 	}
 	req = command("pwd")
 	req.Dir = "/"
 	if r = a.exec(t, req, nil); r.stdout != "/\n" {
 		t.Errorf("working directory: %+v", r)
+	}
+}
+
+// The agent's PATH directory ends every command's PATH, the request's own included, once.
+func TestAgentPathDirectory(t *testing.T) {
+	a := newHostAgent(t)
+	a.path = "/opt/sbx-tools-test/bin"
+	a.launch(0)
+	for _, tt := range []struct{ env, want string }{
+		{"", os.Getenv("PATH") + ":/opt/sbx-tools-test/bin"},
+		{"PATH=/x:/y", "/x:/y:/opt/sbx-tools-test/bin"},
+		{"PATH=/opt/sbx-tools-test/bin:/x", "/opt/sbx-tools-test/bin:/x"},
+	} {
+		req := command("/bin/sh", "-c", `printf %s "$PATH"`)
+		if tt.env != "" {
+			req.Env = []string{tt.env}
+		}
+		if r := a.exec(t, req, nil); r.err != nil || r.stdout != tt.want {
+			t.Errorf("PATH with %q: got %q (%v), want %q", tt.env, r.stdout, r.err, tt.want)
+		}
 	}
 }
 

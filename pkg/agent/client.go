@@ -23,6 +23,7 @@ type Client struct {
 	code int
 	exit bool   // a Z frame arrived
 	late bool   // a T frame arrived: the agent ended the command at its timeout
+	oom  bool   // an M frame arrived: the OOM killer fired while the command ran
 	buf  []byte // the last frame's body
 
 	pmu     sync.Mutex // started, read while copyOutput runs
@@ -151,9 +152,12 @@ func (c *Client) CopyOutput(stdout, stderr io.Writer) error {
 			}
 			return nil
 		case FrameSpawnFailed:
-			num, msg, _ := strings.Cut(string(body), "\x00")
+			num, rest, _ := strings.Cut(string(body), "\x00")
+			msg, stage, _ := strings.Cut(rest, "\x00")
 			errno, _ := strconv.Atoi(num)
-			return &SpawnError{Errno: syscall.Errno(errno), Msg: msg}
+			return &SpawnError{Errno: syscall.Errno(errno), Msg: msg, Exec: stage == "exec"}
+		case FrameOOM:
+			c.oom = true
 		case FrameRefused:
 			return fmt.Errorf("%w: the agent dropped the command: %s", ErrProtocol, safeText(body))
 		default:
@@ -176,6 +180,9 @@ func (c *Client) Exit() (code int, ok bool) { return c.code, c.exit }
 // TimedOut says the agent ended the command at its timeout.
 func (c *Client) TimedOut() bool { return c.late }
 
+// OOMKilled says the kernel's OOM killer fired in the sandbox while the command ran.
+func (c *Client) OOMKilled() bool { return c.oom }
+
 // Started is the command's process as the agent named it; its Pid is 0 until then.
 func (c *Client) Started() Process {
 	c.pmu.Lock()
@@ -190,6 +197,9 @@ func (c *Client) Close() { c.conn.Close() }
 type SpawnError struct {
 	Errno syscall.Errno
 	Msg   string
+	// Exec says the command's own exec failed (a program missing or that cannot run), not
+	// the agent's steps before it (a fork, the working directory).
+	Exec bool
 }
 
 func (e *SpawnError) Error() string { return e.Msg }

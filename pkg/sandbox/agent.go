@@ -257,7 +257,12 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 		c.Close()
 		return nil, noAgentf("sandbox %q: its agent did not greet: %v", sb.Name, err)
 	}
-	if err := c.Start(req); err != nil {
+	err = c.Start(req)
+	if err == nil && !opts.Interactive && !opts.detach {
+		// Without -i the command reads an empty stdin, as from docker exec.
+		err = c.CloseStdin()
+	}
+	if err != nil {
 		c.Close()
 		return nil, errs.Failure(fmt.Errorf("sending a command to sandbox %q: %w", sb.Name, err), "")
 	}
@@ -272,9 +277,11 @@ func (s *agentStream) close()                                    { s.Close() }
 func (s *agentStream) timedOut() bool                            { return s.TimedOut() }
 func (s *agentStream) slack() time.Duration                      { return agentSlack }
 
+func (s *agentStream) oomKilled(context.Context) (bool, error) { return s.OOMKilled(), nil }
+
 // cancel asks the agent to end the command (K) and keeps the connection open for the exit
 // code; an agent that cannot finish in time loses the connection.
-func (s *agentStream) cancel() {
+func (s *agentStream) cancel(context.Context) {
 	s.Abort()
 	time.AfterFunc(KillGrace+5*time.Second, s.Close)
 }

@@ -112,7 +112,9 @@ func TestAgentOnOtherImages(t *testing.T) {
 				t.Fatalf("no agent label on %s: %v", img, res.Sandbox.Labels)
 			}
 			e.checkTransport(true)
-			if o := e.sh(`tr '\0' ' ' </proc/$PPID/cmdline`); o.stdout != sandbox.AgentBinaryPath+" __agent "+sandbox.AgentMountPath+" 0 " {
+			// Not bundled: the agent appends the toolbox to commands' PATH.
+			want := sandbox.AgentBinaryPath + " __agent " + sandbox.AgentMountPath + " 0 " + sandbox.ToolboxMountPath + "/bin "
+			if o := e.sh(`tr '\0' ' ' </proc/$PPID/cmdline`); o.stdout != want {
 				t.Errorf("the command's parent is %q, not the agent", o.stdout)
 			}
 		})

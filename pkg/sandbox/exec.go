@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -26,8 +27,9 @@ import (
 )
 
 // The engine cannot kill an exec, and once the pids limit is full no new exec can start, so
-// every exec runs under execWrapper, which starts execWatchdog first; in detached mode the
-// watchdog's place goes to procScript (see proc.go).
+// every exec through the engine runs under execWrapper, which starts execWatchdog first; in
+// detached mode the watchdog's place goes to procScript (see proc.go). The agent needs no
+// wrapper: it ends a command itself, says when the OOM killer fired and what could not start.
 
 // execWrapper wraps every command: see scripts/exec_wrapper.sh.
 //
@@ -134,7 +136,11 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	case opts.Interactive:
 		ctl = "tick"
 	}
-	cmd := append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
+	wrapped := append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
+	bare := opts.Cmd
+	if opts.detach {
+		bare = wrapped
+	}
 	var size *[2]uint
 	if opts.TTY && opts.TTYSize != nil {
 		if h, w, ok := opts.TTYSize(); ok {
@@ -142,11 +148,14 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		}
 	}
 	start := m.Now()
-	st, err := m.startCommand(ctx, sb, opts, cmd, size)
+	st, err := m.startCommand(ctx, sb, opts, bare, wrapped, size)
 	if err != nil {
 		return nil, err
 	}
 	defer st.close()
+	if es, ok := st.(*execStream); ok {
+		es.wrapID, es.interactive = id, opts.Interactive
+	}
 
 	if (opts.Interactive || opts.detach) && opts.Stdin != nil {
 		go func() {
@@ -187,11 +196,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	case <-ctx.Done():
 		res.Canceled = true
 		bg := context.WithoutCancel(ctx)
-		if opts.Interactive {
-			m.cancelExec(bg, sb, id)
-		}
-		// Without -i the watchdog reads our end of stdin: its EOF is the signal.
-		st.cancel()
+		st.cancel(bg)
 		streamErr = <-done
 		ctx = bg
 	}
@@ -200,6 +205,9 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	fired := dl.stop()
 	var spawnErr *agent.SpawnError
 	if errors.As(streamErr, &spawnErr) {
+		if spawnErr.Exec {
+			return notRun(opts, spawnErr.Errno), nil
+		}
 		return nil, m.spawnErr(sb, opts, spawnErr)
 	}
 	// Returned as it is: it names what was too large, where the command line would be one
@@ -234,7 +242,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		// Killed from outside the command: by the OOM killer, by someone in the sandbox, or
 		// because the sandbox itself went away (stopped, engine restarted), which a bare 137
 		// would hide. A follow-up exec tells these apart; if it cannot run, the sandbox is gone.
-		oom, err := m.oomKilled(ctx, sb, id)
+		oom, err := st.oomKilled(ctx)
 		if err != nil {
 			if gone := m.sandboxGone(ctx, sb); gone != nil {
 				return nil, gone
@@ -254,8 +262,11 @@ type cmdStream interface {
 	resize(h, w uint)
 	// copyOutput copies the command's output until it ends.
 	copyOutput(stdout, stderr io.Writer) error
-	// cancel makes the watchdog end the command; copyOutput then returns.
-	cancel()
+	// cancel makes the watchdog or the agent end the command; copyOutput then returns.
+	cancel(ctx context.Context)
+	// oomKilled says whether the OOM killer fired while the command ran; an error means the
+	// question could not be asked.
+	oomKilled(ctx context.Context) (bool, error)
 	// wait returns the exit code once the output has ended.
 	wait(ctx context.Context) (int, error)
 	// timedOut says the command's end was its timeout, as the agent reports it.
@@ -300,9 +311,10 @@ func (dl *deadline) stop() bool {
 	return dl.fired
 }
 
-// startCommand starts cmd through the sandbox's agent, else through the engine's exec.
-func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (cmdStream, error) {
-	st, err := m.startAgent(ctx, sb, opts, cmd, size)
+// startCommand starts forAgent through the sandbox's agent, else forEngine through the
+// engine's exec.
+func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOptions, forAgent, forEngine []string, size *[2]uint) (cmdStream, error) {
+	st, err := m.startAgent(ctx, sb, opts, forAgent, size)
 	if err == nil {
 		return st, nil
 	}
@@ -310,7 +322,27 @@ func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOption
 		return nil, err
 	}
 	m.debugf("command through the engine's exec: %v", err)
-	return m.startExec(ctx, sb, opts, cmd, size)
+	return m.startExec(ctx, sb, opts, forEngine, size)
+}
+
+// notRun is the result of a command whose program the agent could not run, as a shell (and
+// execWrapper) reports it: 127 for one not found, else 126.
+func notRun(opts ExecOptions, errno syscall.Errno) *ExecResult {
+	name, code, why := opts.Cmd[0], 126, errno.Error()
+	if errno == syscall.ENOENT || errno == syscall.ENOTDIR {
+		code = 127
+		if !strings.Contains(name, "/") {
+			why = "command not found"
+		}
+	}
+	w := opts.Stderr
+	if w == nil {
+		w = opts.Stdout
+	}
+	if w != nil {
+		fmt.Fprintf(w, "sbx: %s: %s\n", name, why)
+	}
+	return &ExecResult{ExitCode: code}
 }
 
 // execStream is a command started through the engine's exec API.
@@ -324,6 +356,10 @@ type execStream struct {
 	closeOnce sync.Once
 	ended     atomic.Bool // end ran
 	late      atomic.Bool // backstop ran
+	// wrapID names the command to execWrapper's helpers (Exec); interactive: its watchdog
+	// does not read stdin.
+	wrapID      string
+	interactive bool
 }
 
 func (m *Manager) startExec(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*execStream, error) {
@@ -363,9 +399,19 @@ func (s *execStream) copyOutput(stdout, stderr io.Writer) error {
 	return err
 }
 
-// cancel closes the connection: the engine closes the command's stdin, which the watchdog reads.
-func (s *execStream) cancel() { s.close() }
-func (s *execStream) close()  { s.closeOnce.Do(func() { s.resp.Close() }) }
+// cancel closes the connection: the engine closes the command's stdin, which the watchdog
+// reads; with -i the watchdog reads no stdin, and is told by execCancel.
+func (s *execStream) cancel(ctx context.Context) {
+	if s.interactive {
+		s.m.cancelExec(ctx, s.sb, s.wrapID)
+	}
+	s.close()
+}
+
+func (s *execStream) oomKilled(ctx context.Context) (bool, error) {
+	return s.m.oomKilled(ctx, s.sb, s.wrapID)
+}
+func (s *execStream) close() { s.closeOnce.Do(func() { s.resp.Close() }) }
 
 func (s *execStream) wait(ctx context.Context) (int, error) {
 	s.close()

@@ -32,7 +32,8 @@ type scriptRun struct {
 func (m *Manager) script(ctx context.Context, sb *Sandbox, r scriptRun) (int, error) {
 	stdout := orDiscard(r.stdout)
 	if r.bare {
-		st, err := m.startCommand(ctx, sb, ExecOptions{}, sb.Script(r.script, "sbx-helper", r.args...), nil)
+		cmd := sb.Script(r.script, "sbx-helper", r.args...)
+		st, err := m.startCommand(ctx, sb, ExecOptions{}, cmd, cmd, nil)
 		if err != nil {
 			return 0, err
 		}

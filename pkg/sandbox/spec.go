@@ -283,7 +283,11 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		if in.AgentBinary == "" {
 			return nil, errors.New("an agent directory without the agent's binary")
 		}
-		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop)
+		var path string
+		if in.ToolboxDir != "" {
+			path = ToolboxMountPath + "/bin"
+		}
+		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop, path)
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS).
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,

@@ -75,18 +75,24 @@ type Options struct {
 	Stderr   io.Writer     // the agent's log
 	Now      func() time.Time
 	Exe      string // the binary the shim runs from: the agent's own
+	// Path is a directory every command's PATH ends with, after the request's variables.
+	Path string
 }
 
-// Main runs the agent with the arguments after agent.Mode (the directory, and idleStop in
-// milliseconds) and returns its exit code: 0 once it stopped the sandbox for idleness.
+// Main runs the agent with the arguments after agent.Mode (the directory, idleStop in
+// milliseconds, and a directory for PATH: agent.Cmd) and returns its exit code: 0 once it
+// stopped the sandbox for idleness.
 func Main(args []string, env []string, stderr io.Writer, now func() time.Time) int {
 	opts := Options{Env: env, Stderr: stderr, Now: now, Exe: "/proc/self/exe"}
-	if len(args) < 1 || len(args) > 2 {
-		fmt.Fprintln(stderr, "sbx-agent: usage: sbx "+agent.Mode+" DIR [IDLE_STOP_MS]")
+	if len(args) < 1 || len(args) > 3 {
+		fmt.Fprintln(stderr, "sbx-agent: usage: sbx "+agent.Mode+" DIR [IDLE_STOP_MS [PATH_DIR]]")
 		return 2
 	}
 	opts.Dir = args[0]
-	if len(args) == 2 {
+	if len(args) == 3 {
+		opts.Path = args[2]
+	}
+	if len(args) >= 2 {
 		ms, err := strconv.ParseInt(args[1], 10, 64)
 		if err != nil || ms < 0 {
 			fmt.Fprintf(stderr, "sbx-agent: idleStop %q is not a number of milliseconds\n", args[1])

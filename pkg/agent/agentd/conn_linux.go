@@ -45,6 +45,7 @@ type conn struct {
 	stdinEOF  bool
 	strict    string // as it came: any value but the three known ends nothing
 	reap      bool
+	oom0      int  // oomKills when the command started
 	relay     bool // a C request: stdin and the output are one socket to a port
 	peer      int  // that socket while it connects, or -1
 }
@@ -421,6 +422,7 @@ func (c *conn) spawn(f []string) error {
 			unix.Close(fd)
 		}
 	}()
+	c.oom0 = oomKills()
 	var err error
 	if tty {
 		err = c.startTTY(&mine, &theirs, uint16(rows), uint16(cols), argv, env, cwd)
@@ -691,6 +693,9 @@ func (c *conn) finish() {
 			c.close()
 		}
 		return
+	}
+	if c.oom0 >= 0 && oomKills() > c.oom0 {
+		c.send(frame(agent.FrameOOM, nil))
 	}
 	c.send(frame(agent.FrameExit, []byte(strconv.Itoa(c.status))))
 	c.endInput() // without E (sbx sends none without -i) it would stay open

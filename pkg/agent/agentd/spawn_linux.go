@@ -3,6 +3,9 @@ package agentd
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,7 +18,7 @@ import (
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // env is the environment of a command: the agent's, TERM with a terminal, then the
-// request's K=V variables over them.
+// request's K=V variables over them, and Options.Path at the end of PATH.
 func (s *server) env(tty bool, vars []string) []string {
 	env := make([]string, 0, len(s.opts.Env)+len(vars)+1)
 	at := map[string]int{}
@@ -40,6 +43,18 @@ func (s *server) env(tty bool, vars []string) []string {
 		}
 		set(kv)
 	}
+	if dir := s.opts.Path; dir != "" {
+		path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+		if i, ok := at["PATH"]; ok {
+			path = strings.TrimPrefix(env[i], "PATH=")
+		}
+		if !slices.Contains(strings.Split(path, ":"), dir) {
+			if path != "" {
+				dir = path + ":" + dir
+			}
+			set("PATH=" + dir)
+		}
+	}
 	return env
 }
 
@@ -48,7 +63,7 @@ type spawnError []byte
 
 func (e spawnError) Error() string { return string(e) }
 
-// spawnFailure is the F frame's body for err: errno\0text.
+// spawnFailure is the F frame's body for err: errno\0text (with \0exec from the shim).
 func spawnFailure(err error) []byte {
 	var se spawnError
 	if errors.As(err, &se) {
@@ -59,6 +74,26 @@ func spawnFailure(err error) []byte {
 		return fmt.Appendf(nil, "%d\x00%s", int(errno), errno.Error())
 	}
 	return fmt.Appendf(nil, "0\x00%s", err.Error())
+}
+
+// oomKills is how often the kernel's OOM killer fired in the sandbox's cgroup, or -1 when
+// the count cannot be read.
+func oomKills() int {
+	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
+				if n, err := strconv.Atoi(v); err == nil {
+					return n
+				}
+			}
+		}
+		return -1
+	}
+	return -1
 }
 
 // start runs argv with fds as its stdio in a new session (the terminal its controlling one
@@ -99,7 +134,7 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 	}
 	if len(msg) > 0 {
 		_ = retry(func() error { _, err := unix.Wait4(pid, nil, 0, nil); return err })
-		return 0, spawnError(msg)
+		return 0, spawnError(append(msg, "\x00exec"...))
 	}
 	return pid, nil
 }
