@@ -142,7 +142,7 @@ func (a *hostAgent) dial(t *testing.T) *Client {
 func (a *hostAgent) start(t *testing.T, req Request) *Client {
 	t.Helper()
 	c := a.dial(t)
-	if err := c.Start(req.Encode()); err != nil {
+	if err := c.Start(req.Encode(), false); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -283,6 +283,19 @@ func TestAgentProtocol(t *testing.T) {
 	r = a.exec(t, command("cat"), bytes.NewReader(in))
 	if r.err != nil || r.code != 0 || r.stdout != string(in) {
 		t.Errorf("16 MiB through cat: err %v code %d, %d bytes back", r.err, r.code, len(r.stdout))
+	}
+
+	// No input: its end goes with the request, so cat ends at once, and a command done
+	// before the client's next write never meets a closed connection.
+	for range 20 {
+		c := a.dial(t)
+		if err := c.Start(command("cat").Encode(), true); err != nil {
+			t.Fatalf("a request without input: %v", err)
+		}
+		if r := finish(t, c); r.err != nil || r.code != 0 || r.stdout != "" {
+			t.Fatalf("cat without input: %+v", r)
+		}
+		c.Close()
 	}
 
 	r = a.exec(t, command("sh", "-c", "kill -KILL $$"), nil)
@@ -804,7 +817,7 @@ func TestAgentSpawnFailureLeaksNothing(t *testing.T) {
 				req := command("true")
 				req.TTY = tty
 				c := conns[len(conns)-1]
-				if err := c.Start(req.Encode()); err != nil {
+				if err := c.Start(req.Encode(), false); err != nil {
 					t.Fatal(err)
 				}
 				r := finish(t, c)

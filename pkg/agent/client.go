@@ -58,16 +58,27 @@ func (c *Client) Hello() error {
 	return nil
 }
 
-// Start sends the request, encoded by Request.Encode.
-func (c *Client) Start(req []byte) error { return c.send(FrameRequest, req) }
+// Start sends the request, encoded by Request.Encode; with noInput, the end of the command's
+// input goes with it, in the same write: sent later, it could meet a connection the agent
+// closed already, the command done.
+func (c *Client) Start(req []byte, noInput bool) error {
+	if noInput {
+		return c.send(FrameRequest, req, FrameStdinEOF)
+	}
+	return c.send(FrameRequest, req)
+}
 
-func (c *Client) send(typ FrameType, body []byte) error {
-	var hdr [5]byte
+// send writes a frame of typ with body, then empty frames of the types in then, at once.
+func (c *Client) send(typ FrameType, body []byte, then ...FrameType) error {
+	hdr := make([]byte, 5)
 	hdr[0] = byte(typ)
 	binary.BigEndian.PutUint32(hdr[1:], uint32(len(body)))
+	bufs := net.Buffers{hdr, body} // one writev
+	for _, t := range then {
+		bufs = append(bufs, []byte{byte(t), 0, 0, 0, 0})
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	bufs := net.Buffers{hdr[:], body} // one writev
 	_, err := bufs.WriteTo(c.conn)
 	return err
 }

@@ -257,12 +257,8 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 		c.Close()
 		return nil, noAgentf("sandbox %q: its agent did not greet: %v", sb.Name, err)
 	}
-	err = c.Start(req)
-	if err == nil && !opts.Interactive && !opts.detach {
-		// Without -i the command reads an empty stdin, as from docker exec.
-		err = c.CloseStdin()
-	}
-	if err != nil {
+	// Without -i the command reads an empty stdin, as from docker exec.
+	if err := c.Start(req, !opts.Interactive && !opts.detach); err != nil {
 		c.Close()
 		return nil, errs.Failure(fmt.Errorf("sending a command to sandbox %q: %w", sb.Name, err), "")
 	}
