@@ -65,6 +65,9 @@ const tick = 200 * time.Millisecond
 // KillGrace is how long a terminated command gets between TERM and KILL.
 const KillGrace = 5 * time.Second
 
+// oomCheckWait bounds the OOM check after a command through the engine's exec was killed.
+var oomCheckWait = 15 * time.Second
+
 // agentSlack is how long after its timeout and grace sbx waits for an agent to report a
 // command it ended before sbx ends it itself: the agent reports within a fraction of a
 // second unless something in the sandbox stopped or traces it.
@@ -408,7 +411,11 @@ func (s *execStream) cancel(ctx context.Context) {
 	s.close()
 }
 
+// oomKilled asks through a second exec, bounded: in a sandbox whose pids a fork bomb still
+// holds, or that is going away, the engine may take as long as it likes to start it.
 func (s *execStream) oomKilled(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, oomCheckWait)
+	defer cancel()
 	return s.m.oomKilled(ctx, s.sb, s.wrapID)
 }
 func (s *execStream) close() { s.closeOnce.Do(func() { s.resp.Close() }) }

@@ -38,6 +38,8 @@ func (m *Manager) script(ctx context.Context, sb *Sandbox, r scriptRun) (int, er
 			return 0, err
 		}
 		defer st.close()
+		// The stream's reads do not see ctx: its end closes the stream.
+		defer context.AfterFunc(ctx, st.close)()
 		if err := st.copyOutput(stdout, io.Discard); err != nil {
 			return 0, err
 		}
