@@ -169,8 +169,8 @@ func checkOverwritten(t *testing.T, c *cli, name, tag string) {
 	}
 	// The agent and toolbox labels are sbx's own: the sandbox got both (an image sbx does not
 	// bundle, on this machine's engine), whatever the image claimed.
-	if l[sandbox.LabelAgent] != agent.Version || len(info.Config.Cmd) == 0 || info.Config.Cmd[0] != sandbox.AgentBinaryPath {
-		t.Errorf("label %s = %q, command %q: want this sbx's agent (%s)", sandbox.LabelAgent, l[sandbox.LabelAgent], info.Config.Cmd, agent.Version)
+	if l[sandbox.LabelAgent] != agent.Version() || len(info.Config.Cmd) == 0 || info.Config.Cmd[0] != sandbox.AgentBinaryPath {
+		t.Errorf("label %s = %q, command %q: want this sbx's agent (%s)", sandbox.LabelAgent, l[sandbox.LabelAgent], info.Config.Cmd, agent.Version())
 	}
 	if l[sandbox.LabelToolbox] != images.ToolboxHash() {
 		t.Errorf("label %s = %q, want %q", sandbox.LabelToolbox, l[sandbox.LabelToolbox], images.ToolboxHash())

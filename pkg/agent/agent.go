@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -25,8 +26,9 @@ var sources embed.FS
 
 // Version names the agent's code: a sandbox runs the agent its label names, and sbx talks
 // only to the one it carries. A hash of the sources rather than sbx's version, so that a
-// sandbox keeps its agent across releases that do not change it.
-var Version = func() string {
+// sandbox keeps its agent across releases that do not change it. Computed on first use, not
+// at every start of sbx.
+var Version = sync.OnceValue(func() string {
 	h := sha256.New()
 	_ = fs.WalkDir(sources, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -38,7 +40,7 @@ var Version = func() string {
 		return err
 	})
 	return hex.EncodeToString(h.Sum(nil)[:6])
-}()
+})
 
 // Mode is the first argument that makes the sbx binary the agent (pkg/agent/agentd).
 const Mode = "__agent"

@@ -484,7 +484,7 @@ func TestAgentHandoff(t *testing.T) {
 	}
 	h.Close(true)
 	_ = early.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if typ, body, err := early.next(); err != nil || typ != FrameHello || string(body) != Version {
+	if typ, body, err := early.next(); err != nil || typ != FrameHello || string(body) != Version() {
 		t.Fatalf("the early client's greeting: %q %q %v", typ, body, err)
 	}
 	entries, err := os.ReadDir(a.dir)

@@ -52,7 +52,7 @@ func (c *Client) Hello() error {
 	if err != nil {
 		return err
 	}
-	if typ != FrameHello || string(body) != Version {
+	if typ != FrameHello || string(body) != Version() {
 		return fmt.Errorf("unexpected greeting %q", body)
 	}
 	return nil

@@ -284,7 +284,7 @@ func pipeClient(t *testing.T) (*Client, net.Conn) {
 	t.Helper()
 	clientSide, agentSide := net.Pipe()
 	t.Cleanup(func() { clientSide.Close(); agentSide.Close() })
-	go func() { _, _ = agentSide.Write(rawFrame(FrameHello, len(Version), Version)) }()
+	go func() { _, _ = agentSide.Write(rawFrame(FrameHello, len(Version()), Version())) }()
 	c := newClient(clientSide)
 	if err := c.Hello(); err != nil {
 		t.Fatal(err)
@@ -302,7 +302,7 @@ func TestClientRefusesBadFrames(t *testing.T) {
 		want  string
 	}{
 		{"unknown type", rawFrame('Q', 2, "hi"), `frame of unknown type 'Q'`},
-		{"a second greeting", rawFrame(FrameHello, len(Version), Version), `frame of unknown type 'H'`},
+		{"a second greeting", rawFrame(FrameHello, len(Version()), Version()), `frame of unknown type 'H'`},
 		{"a frame it sends", rawFrame(FrameStdin, 1, "x"), `frame of unknown type 'I'`},
 		{"oversized", rawFrame(FrameStdout, maxFrame+1, ""), "a frame of 1048577 bytes, more than 1048576"},
 		{"the agent gave up", rawFrame(FrameRefused, 21, "internal error: \x1b[31m"), `the agent dropped the command: internal error: \x1b[31m`},

@@ -31,7 +31,7 @@ import (
 // socket when a sandbox starts, and whether a command goes to it.
 
 const (
-	// LabelAgent is the version of the agent a sandbox runs (agent.Version); empty (or, from
+	// LabelAgent is the version of the agent a sandbox runs (agent.Version()); empty (or, from
 	// an older sbx, absent) when it has none. Its socket's directory is not a label but
 	// always StateStore.agentDir: older versions labelled it dev.sbx.agent-dir, which sbx no
 	// longer reads, since an image can set it.
@@ -223,8 +223,8 @@ func (m *Manager) agentReady(sb *Sandbox) error {
 		return noAgentf("sandbox %q has no agent (%s)", sb.Name, why)
 	case m.agentDirOf(sb) == "":
 		return noAgentf("sandbox %q: no state directory to find its agent's socket in", sb.Name)
-	case v != agent.Version:
-		return noAgentf("sandbox %q runs agent version %s, this sbx speaks %s (sbx create -n %s --replace gives it this one)", sb.Name, v, agent.Version, sb.Name)
+	case v != agent.Version():
+		return noAgentf("sandbox %q runs agent version %s, this sbx speaks %s (sbx create -n %s --replace gives it this one)", sb.Name, v, agent.Version(), sb.Name)
 	}
 	return nil
 }
@@ -373,7 +373,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 		return nil, err
 	}
 	dir := m.agentDirOf(sb)
-	if dir == "" || sb.Labels[LabelAgent] != agent.Version {
+	if dir == "" || sb.Labels[LabelAgent] != agent.Version() {
 		if err := prepareAgentDir(sb.Name, dir, true); err != nil {
 			return nil, err
 		}

@@ -105,7 +105,7 @@ type IdleStatus struct {
 // when there is no agent to ask (an image without it, a sandbox made by another sbx).
 func (m *Manager) IdleStatus(ctx context.Context, sb *Sandbox) (st IdleStatus, ok bool, err error) {
 	dir := m.agentDirOf(sb)
-	if dir == "" || sb.Labels[LabelAgent] != agent.Version {
+	if dir == "" || sb.Labels[LabelAgent] != agent.Version() {
 		return IdleStatus{}, false, nil
 	}
 	answer, err := agent.Status(ctx, dir)

@@ -286,7 +286,7 @@ func TestRemoveLeavesWhatLabelsName(t *testing.T) {
 			}
 			fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
 				info := inspectOf(t, in, container.StateRunning)
-				info.Config.Labels[sandbox.LabelAgent] = agent.Version
+				info.Config.Labels[sandbox.LabelAgent] = agent.Version()
 				info.Config.Labels["dev.sbx.agent-dir"] = labelled
 				return info, nil
 			}
@@ -638,9 +638,9 @@ func TestDebugSaysWhyTheAgentIsNotUsed(t *testing.T) {
 		name, agent, user, want string
 	}{
 		{"no agent", "", "", `sandbox "app-123456" has no agent`},
-		{"another version", "0123456789ab", "", `sandbox "app-123456" runs agent version 0123456789ab, this sbx speaks ` + agent.Version},
-		{"a user", agent.Version, "root", "-u root: the agent runs commands only as the sandbox's user"},
-		{"no answer", agent.Version, "", `sandbox "app-123456": its agent did not answer: `},
+		{"another version", "0123456789ab", "", `sandbox "app-123456" runs agent version 0123456789ab, this sbx speaks ` + agent.Version()},
+		{"a user", agent.Version(), "root", "-u root: the agent runs commands only as the sandbox's user"},
+		{"no answer", agent.Version(), "", `sandbox "app-123456": its agent did not answer: `},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stop := errors.New("no engine here")

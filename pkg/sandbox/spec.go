@@ -206,7 +206,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	}
 	agentVersion := ""
 	if in.AgentDir != "" {
-		agentVersion = agent.Version
+		agentVersion = agent.Version()
 	}
 	maps.Copy(labels, map[string]string{
 		LabelManaged:        "true",

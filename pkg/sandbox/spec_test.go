@@ -141,7 +141,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		LabelManaged: "true", LabelName: "other", LabelProject: "/", LabelConfigHash: "x", LabelConfig: "{}",
 		LabelCreatedAt: "2000-01-01T00:00:00Z", LabelVersion: "v0", LabelProfile: "browser", LabelWorkspace: "none",
 		LabelCreateSettings: `[{"Key":"network","Values":["host"],"Source":{"Layer":"flag"}}]`,
-		LabelAgent:          agent.Version, imagebuild.LabelDockerfileHash: "x",
+		LabelAgent:          agent.Version(), imagebuild.LabelDockerfileHash: "x",
 		"dev.sbx.agent-dir": "/home/u", "dev.sbx.future": "x", "org.example.title": "the image's own",
 	}
 	own := func(s *Spec) map[string]string {
@@ -170,7 +170,7 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		in.AgentDir = "/state/agent/app-1a2b3c"
 		in.CreateSettings = []config.Setting{{Key: "memory", Values: []string{"2g"}, Source: config.Source{Layer: config.LayerFlag, Name: "--memory"}}}
 	})
-	if l := s.Container.Labels; l[LabelAgent] != agent.Version || !strings.Contains(l[LabelCreateSettings], `"memory"`) || strings.Contains(l[LabelCreateSettings], "network") {
+	if l := s.Container.Labels; l[LabelAgent] != agent.Version() || !strings.Contains(l[LabelCreateSettings], `"memory"`) || strings.Contains(l[LabelCreateSettings], "network") {
 		t.Errorf("labels %v", l)
 	}
 }
@@ -367,7 +367,7 @@ func TestBuildSpecAgent(t *testing.T) {
 	if want := agent.Cmd(AgentBinaryPath, AgentMountPath, 0, ""); !slices.Equal(spec.Container.Cmd, want) {
 		t.Errorf("cmd %q, want %q", spec.Container.Cmd, want)
 	}
-	if spec.Container.Labels[LabelAgent] != agent.Version {
+	if spec.Container.Labels[LabelAgent] != agent.Version() {
 		t.Errorf("labels %v", spec.Container.Labels)
 	}
 	var found, bin bool

@@ -53,7 +53,7 @@ type conn struct {
 func newConn(s *server, fd int) *conn {
 	c := &conn{s: s, fd: fd, master: -1, stdin: -1, peer: -1, strict: strictString(agent.StrictNone)}
 	s.used(c)
-	c.send(frame(agent.FrameHello, []byte(agent.Version)))
+	c.send(frame(agent.FrameHello, []byte(agent.Version())))
 	return c
 }
 
