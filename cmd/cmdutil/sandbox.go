@@ -69,6 +69,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		return err
 	}
 	m.BuildProgress = progress.Show
+	m.Refill = func(name string) { refill(f, name) }
 	sweepThrowaways(ctx, f, m)
 	return m, nil
 }

@@ -215,7 +215,15 @@ func (o Orphans) All() []string {
 func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter Filter) (Orphans, error) {
 	alive := map[string]bool{}
 	for _, sb := range existing {
-		alive[sb.Name] = true
+		alive[sb.Name], alive[sb.key()] = true, true
+	}
+	// Pooled sandboxes are no sandboxes yet, but what is named after them is in use.
+	records, err := m.State.poolRecords()
+	if err != nil {
+		return Orphans{}, err
+	}
+	for name := range records {
+		alive[name] = true
 	}
 	var o Orphans
 	names, err := m.State.Names()

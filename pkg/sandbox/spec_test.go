@@ -141,14 +141,14 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		LabelManaged: "true", LabelName: "other", LabelProject: "/", LabelConfigHash: "x", LabelConfig: "{}",
 		LabelCreatedAt: "2000-01-01T00:00:00Z", LabelVersion: "v0", LabelProfile: "browser", LabelWorkspace: "none",
 		LabelCreateSettings: `[{"Key":"network","Values":["host"],"Source":{"Layer":"flag"}}]`,
-		LabelAgent:          agent.Version, imagebuild.LabelDockerfileHash: "x",
+		LabelAgent:          agent.Version, imagebuild.LabelDockerfileHash: "x", LabelPool: "0123456789abcdef",
 		"dev.sbx.agent-dir": "/home/u", "dev.sbx.future": "x", "org.example.title": "the image's own",
 	}
 	own := func(s *Spec) map[string]string {
 		return map[string]string{
 			LabelManaged: "true", LabelName: "app-1a2b3c", LabelProject: "/home/u/app", LabelConfigHash: s.Hash, LabelConfig: s.Shape,
 			LabelCreatedAt: "2023-11-14T22:13:20Z", LabelVersion: "v1", LabelProfile: "sandbox", LabelWorkspace: "ro",
-			LabelCreateSettings: "", LabelAgent: "", LabelToolbox: "",
+			LabelCreateSettings: "", LabelAgent: "", LabelToolbox: "", LabelPool: "",
 		}
 	}
 	plain := buildTestSpec(t, nil)
