@@ -628,3 +628,19 @@ func TestConfigShapeEgress(t *testing.T) {
 		t.Errorf("another destination: ShapeDiff = %v, want [egress]", got)
 	}
 }
+
+// A pooled sandbox is made under its pool name and claimed by a rename: nothing it was made
+// with may tell it from a sandbox created under the name it gets, but for its pool label.
+func TestBuildSpecPooled(t *testing.T) {
+	plain := buildTestSpec(t, nil)
+	pooled := buildTestSpec(t, func(in *SpecInput) { in.Name, in.PoolKey = "pool-0123456789", "k1" })
+	if plain.Container.Hostname != Hostname || pooled.Container.Hostname != Hostname {
+		t.Errorf("hostnames %q and %q, want %q for every sandbox", plain.Container.Hostname, pooled.Container.Hostname, Hostname)
+	}
+	if plain.Container.Labels[LabelPool] != "" || pooled.Container.Labels[LabelPool] != "k1" {
+		t.Errorf("pool labels %q and %q", plain.Container.Labels[LabelPool], pooled.Container.Labels[LabelPool])
+	}
+	if plain.Hash != pooled.Hash || plain.Shape != pooled.Shape {
+		t.Error("the pool key or the name changed the config hash")
+	}
+}
