@@ -178,6 +178,8 @@ type EnsureResult struct {
 	Created bool
 	// Pooled says the sandbox was taken from the pool (pool.go) rather than created.
 	Pooled bool
+	// poolMissed says it was created because its pool had none ready.
+	poolMissed bool
 	// Drift lists the keys that differ (Drift.Keys) when the existing sandbox was kept
 	// anyway (RecreateIfIdle on a busy sandbox).
 	Drift []string
@@ -233,7 +235,7 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		}
 		m.holdIdleLock(ctx, lease, in.Name)
 	}
-	if res.Pooled && m.Refill != nil {
+	if (res.Pooled || res.poolMissed) && m.Refill != nil {
 		m.Refill(in.Name)
 	}
 	res.Lease = lease
@@ -247,6 +249,7 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 	}
 	name := ContainerName(in.Name)
 	recreating := false // this call removed the sandbox to create it again
+	poolMissed := false
 	for attempt := 0; attempt < 100; attempt++ {
 		sb, err := m.Inspect(ctx, in.Name)
 		if IsNotFound(err) && opts.MustExist && !recreating {
@@ -260,6 +263,7 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			if claimed != nil {
 				return &EnsureResult{Sandbox: claimed, Created: true, Pooled: true}, nil
 			}
+			poolMissed = true
 		}
 		if IsNotFound(err) {
 			created, err := m.create(ctx, in)
@@ -293,7 +297,7 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 					return nil, err
 				}
 			}
-			return &EnsureResult{Sandbox: created, Created: true}, nil
+			return &EnsureResult{Sandbox: created, Created: true, poolMissed: poolMissed}, nil
 		}
 		if err != nil {
 			return nil, err

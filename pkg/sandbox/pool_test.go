@@ -213,13 +213,15 @@ func TestPoolKeyLeavesPoolOutOfIdentity(t *testing.T) {
 
 func TestUnpoolable(t *testing.T) {
 	for what, change := range map[string]func(*sandbox.SpecInput){
-		"workspace ro":    func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceRO },
-		"workspace rw":    func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceRW },
-		"overlay":         func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceOverlay },
-		"egress":          func(in *sandbox.SpecInput) { in.Config.Egress = []string{"example.com"} },
-		"caCerts":         func(in *sandbox.SpecInput) { in.Config.CACerts = "host" },
-		"ports":           func(in *sandbox.SpecInput) { in.Ports = []string{"9222/tcp"} },
-		"create settings": func(in *sandbox.SpecInput) { in.CreateSettings = []config.Setting{{Key: "memory", Values: []string{"2g"}}} },
+		"workspace ro": func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceRO },
+		"workspace rw": func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceRW },
+		"overlay":      func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceOverlay },
+		"egress":       func(in *sandbox.SpecInput) { in.Config.Egress = []string{"example.com"} },
+		"caCerts":      func(in *sandbox.SpecInput) { in.Config.CACerts = "host" },
+		"ports":        func(in *sandbox.SpecInput) { in.Ports = []string{"9222/tcp"} },
+		"create settings": func(in *sandbox.SpecInput) {
+			in.CreateSettings = []config.Setting{{Key: "memory", Values: []string{"2g"}}}
+		},
 	} {
 		in := poolInput("a")
 		change(&in)
@@ -382,9 +384,14 @@ func TestFillPoolReplacesStale(t *testing.T) {
 	}
 	stale := res.Created[0]
 	_ = e.set("id1", container.StateExited) // stopped for idleness, say
-	// A stopped pooled sandbox is never claimed.
+	var refilled []string
+	m.Refill = func(name string) { refilled = append(refilled, name) }
+	// A stopped pooled sandbox is never claimed; the pool is refilled for the next one.
 	if got, err := m.Ensure(ctx, poolInput("new"), sandbox.EnsureOptions{}); err != nil || got.Pooled {
 		t.Errorf("claimed a stopped pooled sandbox: %+v %v", got, err)
+	}
+	if !slices.Equal(refilled, []string{"new"}) {
+		t.Errorf("refills %v, want one after the pool had none ready", refilled)
 	}
 	res, err = m.FillPool(ctx, poolInput(""), 1)
 	if err != nil || !slices.Equal(res.Removed, []string{stale}) || len(res.Created) != 1 || res.Ready != 1 {
@@ -420,5 +427,18 @@ func TestFindOrphansKeepsWhatPooledSandboxesUse(t *testing.T) {
 	o, err := m.FindOrphans(ctx, list, sandbox.Filter{})
 	if err != nil || len(o.All()) != 0 {
 		t.Errorf("orphans %v %v, want none: the claimed and the pooled sandbox use their volumes", o.All(), err)
+	}
+	// A pooled sandbox that stopped is no longer fresh: prune removes it.
+	left, _ := m.ListPool(ctx, "")
+	_ = e.set(left[0].ID, container.StateExited)
+	o, err = m.FindOrphans(ctx, list, sandbox.Filter{})
+	if err != nil || !slices.Equal(o.All(), []string{"pool/" + left[0].Name}) {
+		t.Fatalf("orphans %v %v, want the stopped pooled sandbox alone", o.All(), err)
+	}
+	if err := m.RemoveOrphans(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.names(); !slices.Equal(n, []string{"sbx-new"}) {
+		t.Errorf("containers after prune: %v", n)
 	}
 }
