@@ -183,8 +183,13 @@ func (c *CLI) removeAll() {
 		if !c.owns(ctr.Labels) || ctr.Labels[sandbox.LabelRole] != "" {
 			continue
 		}
-		if r := c.Run("rm", "-f", ctr.Labels[sandbox.LabelName]); r.Code != 0 {
-			c.T.Logf("cleanup: sbx rm -f %s: %s", ctr.Labels[sandbox.LabelName], r.Stderr)
+		// A sandbox taken from the pool keeps the name it was made under in its label.
+		name := ctr.Labels[sandbox.LabelName]
+		if len(ctr.Names) > 0 {
+			name = strings.TrimPrefix(ctr.Names[0], "/"+sandbox.ContainerName(""))
+		}
+		if r := c.Run("rm", "-f", name); r.Code != 0 {
+			c.T.Logf("cleanup: sbx rm -f %s: %s", name, r.Stderr)
 			if err := c.Eng.ContainerRemove(ctx, ctr.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 				c.T.Errorf("cleanup: %v", err)
 			}

@@ -43,7 +43,7 @@ import (
 // is never one a command can name: it becomes a sandbox only by a claim.
 //
 // Only configurations whose mounts say nothing of a project are pooled (Unpoolable):
-// workspace none, no egress proxy or CA bundle (both kept per sandbox name), no published
+// workspace none, no binds, no egress proxy or CA bundle (both kept per sandbox name), no published
 // ports, no flag settings.
 const (
 	// LabelPool holds the pool key of a container made for the pool; it stays once claimed.
@@ -85,6 +85,8 @@ func Unpoolable(in SpecInput) string {
 	switch {
 	case in.Config.Workspace != config.WorkspaceNone:
 		return fmt.Sprintf("workspace %s mounts the project, which a container cannot change once made; only workspace none is pooled", in.Config.Workspace)
+	case len(in.Config.Binds) > 0:
+		return "binds mount host paths"
 	case len(in.Config.Egress) > 0:
 		return "egress gives each sandbox a proxy named after it"
 	case in.Config.CACerts != "":

@@ -217,8 +217,11 @@ func TestUnpoolable(t *testing.T) {
 		"workspace rw": func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceRW },
 		"overlay":      func(in *sandbox.SpecInput) { in.Config.Workspace = config.WorkspaceOverlay },
 		"egress":       func(in *sandbox.SpecInput) { in.Config.Egress = []string{"example.com"} },
-		"caCerts":      func(in *sandbox.SpecInput) { in.Config.CACerts = "host" },
-		"ports":        func(in *sandbox.SpecInput) { in.Ports = []string{"9222/tcp"} },
+		"binds": func(in *sandbox.SpecInput) {
+			in.Config.Binds = []config.Bind{{Source: "/src/app/data", Target: "/data"}}
+		},
+		"caCerts": func(in *sandbox.SpecInput) { in.Config.CACerts = "host" },
+		"ports":   func(in *sandbox.SpecInput) { in.Ports = []string{"9222/tcp"} },
 		"create settings": func(in *sandbox.SpecInput) {
 			in.CreateSettings = []config.Setting{{Key: "memory", Values: []string{"2g"}}}
 		},
