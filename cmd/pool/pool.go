@@ -5,7 +5,6 @@ package pool
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -231,6 +230,10 @@ func drainRun(ctx context.Context, opts *Options) error {
 	for _, name := range removed {
 		fmt.Fprintln(opts.IO.Out, name)
 	}
-	opts.IO.Progressf("removed %s pooled sandbox(es)\n", strconv.Itoa(len(removed)))
+	noun := "sandboxes"
+	if len(removed) == 1 {
+		noun = "sandbox"
+	}
+	opts.IO.Progressf("removed %d pooled %s\n", len(removed), noun)
 	return err
 }

@@ -107,7 +107,7 @@ var registry = []*keyDef{
 		doc:   "how maxRunning evicts a sandbox: pause keeps its processes and memory (resumed on next use), stop ends them and frees the memory",
 		field: func(c *Config) any { return &c.Evict }},
 	{name: "pool", kind: kInt, env: "SBX_POOL",
-		doc:   "keep this many sandboxes of this configuration started and unclaimed, so a new one (exec -n NEW, exec --rm, create) starts at once; only for workspace none without egress, caCerts or published ports; they count against maxRunning; 0 = no pool",
+		doc:   "keep this many sandboxes of this configuration started and unclaimed, so a new one (exec -n NEW, exec --rm, create) starts at once; only for workspace none without binds, egress, caCerts or published ports; they count against maxRunning; 0 = no pool",
 		field: func(c *Config) any { return &c.Pool }},
 	{name: "env", kind: kEnv,
 		doc:   "environment set on the sandbox; layers merge by name; secret-looking names are refused (use passEnv)",
