@@ -24,8 +24,8 @@ func NewCmdPool(f *cmdutil.Factory) *cobra.Command {
 		Long: `With pool: N, sbx keeps N sandboxes of a configuration started and unclaimed. A new
 sandbox of that configuration (sbx exec -n NEW, sbx exec --rm, sbx run --rm, sbx create) is
 then taken from the pool instead of being created and started: the pooled container is
-renamed to the new sandbox's name, and a detached "sbx pool fill" starts a replacement
-without delaying the command.
+renamed to the new sandbox's name, and once the command has ended a detached "sbx pool
+fill" starts a replacement, which no command waits for.
 
 Only configurations whose mounts say nothing of a project are pooled: workspace none, no
 egress, no caCerts, no published ports, no flags given to create. A pooled sandbox has run

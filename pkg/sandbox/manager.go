@@ -66,8 +66,8 @@ type Manager struct {
 	// (Drift). Ensure needs it when a sandbox exists with another config hash than the input.
 	Resolver *Resolver
 	// Refill, when set, is called with the sandbox's name after Ensure took it from the pool
-	// (pool.go); it must start the refill and return at once (cmdutil: a detached sbx pool
-	// fill), so the command that took it does not wait.
+	// (pool.go), or found the pool empty; it must return at once (cmdutil: a detached sbx
+	// pool fill once the command has ended), so the command does not wait for a fill.
 	Refill func(name string)
 }
 
