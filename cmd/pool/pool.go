@@ -175,15 +175,19 @@ type Entry struct {
 	CreatedAt  time.Time `json:"createdAt"`
 }
 
-func lsRun(ctx context.Context, opts *Options) error {
-	var m *sandbox.Manager
-	key := ""
-	var err error
+// scope is the pool key ls and drain are about: the resolved configuration's, or "" (every
+// key) with --all.
+func scope(ctx context.Context, opts *Options) (*sandbox.Manager, string, error) {
 	if opts.All {
-		m, err = cmdutil.Manager(ctx, opts.Factory)
-	} else {
-		m, _, _, key, err = target(ctx, opts)
+		m, err := cmdutil.Manager(ctx, opts.Factory)
+		return m, "", err
 	}
+	m, _, _, key, err := target(ctx, opts)
+	return m, key, err
+}
+
+func lsRun(ctx context.Context, opts *Options) error {
+	m, key, err := scope(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -209,14 +213,7 @@ func lsRun(ctx context.Context, opts *Options) error {
 }
 
 func drainRun(ctx context.Context, opts *Options) error {
-	var m *sandbox.Manager
-	key := ""
-	var err error
-	if opts.All {
-		m, err = cmdutil.Manager(ctx, opts.Factory)
-	} else {
-		m, _, _, key, err = target(ctx, opts)
-	}
+	m, key, err := scope(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,7 +88,7 @@ func newPoolEngine(t *testing.T) *poolEngine {
 			e.mu.Lock()
 			defer e.mu.Unlock()
 			var out []container.Summary
-			for _, id := range slices.Sorted(mapsKeys(e.byID)) {
+			for _, id := range slices.Sorted(maps.Keys(e.byID)) {
 				c := e.byID[id]
 				match := true
 				for _, f := range o.Filters.Get("label") {
@@ -131,16 +132,6 @@ func newPoolEngine(t *testing.T) *poolEngine {
 		},
 	}
 	return e
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // find returns the container with id or name ref; e.mu is held.
