@@ -323,6 +323,13 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			if err := m.removeContainer(ctx, sb, false); err != nil {
 				return nil, err
 			}
+			if sb.key() != sb.Name {
+				// Taken from the pool: what it was made with is named after its pool name, so
+				// the new one cannot keep it (its workspace volume included), and it goes.
+				if err := m.removeLeftovers(ctx, sb.key()); err != nil {
+					return nil, err
+				}
+			}
 			recreating = true
 			continue
 		}

@@ -130,6 +130,9 @@ func newPoolEngine(t *testing.T) *poolEngine {
 		ContainerStopFn: func(_ context.Context, id string, _ container.StopOptions) error {
 			return e.set(id, container.StateExited)
 		},
+		NetworkInspectFn: func(context.Context, string, network.InspectOptions) (network.Inspect, error) {
+			return network.Inspect{}, cerrdefs.ErrNotFound.WithMessage("no such network")
+		},
 	}
 	return e
 }
@@ -434,5 +437,32 @@ func TestFindOrphansKeepsWhatPooledSandboxesUse(t *testing.T) {
 	}
 	if n := e.names(); !slices.Equal(n, []string{"sbx-new"}) {
 		t.Errorf("containers after prune: %v", n)
+	}
+}
+
+// A claimed sandbox recreated for another configuration cannot keep what is named after its
+// pool name: it goes, workspace volume included, and the new sandbox is made under its name.
+func TestRecreatingAClaimedSandbox(t *testing.T) {
+	e := newPoolEngine(t)
+	m := fakeManager(t, e.FakeEngine)
+	ctx := context.Background()
+	if _, err := m.FillPool(ctx, poolInput(""), 1); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Ensure(ctx, poolInput("new"), sandbox.EnsureOptions{})
+	if err != nil || !got.Pooled {
+		t.Fatalf("claim: %+v %v", got, err)
+	}
+	key := got.Sandbox.Key
+	changed := poolInput("new")
+	changed.Config.Memory *= 2
+	if got, err = m.Ensure(ctx, changed, sandbox.EnsureOptions{Replace: true}); err != nil || got.Pooled || !got.Created {
+		t.Fatalf("replace: %+v %v", got, err)
+	}
+	if e.volumes[sandbox.VolumeName(key)] || !e.volumes[sandbox.VolumeName("new")] {
+		t.Errorf("volumes %v: want %s gone and the new sandbox's own", e.volumes, sandbox.VolumeName(key))
+	}
+	if sb, err := m.Inspect(ctx, "new"); err != nil || sb.Key != "new" {
+		t.Errorf("Inspect(new): %+v %v", sb, err)
 	}
 }
