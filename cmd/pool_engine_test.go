@@ -3,6 +3,8 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -201,5 +203,61 @@ func TestCLIPoolRefusesProjectMounts(t *testing.T) {
 	}
 	if r := c.Run("exec", "--", "true"); r.Code != 0 || strings.Contains(r.Stderr, "pool") {
 		t.Errorf("exec: %s", r)
+	}
+}
+
+// idleStop: a pooled sandbox stops itself when unclaimed for that long, the next fill
+// replaces it, and a claimed sandbox hands its idle lock to its new name, so it stops for
+// idleness as a created one does.
+func TestCLIPoolIdleStop(t *testing.T) {
+	c := newCLI(t)
+	c.Write(".sbx.yaml", "workspace: none\n")
+	c.Env = append(c.Env, "SBX_POOL=1", "SBX_IDLE_STOP=8s")
+	var fill struct {
+		Created []string `json:"created"`
+		Removed []string `json:"removed"`
+	}
+	r := c.Run("pool", "fill", "--json")
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &fill) != nil || len(fill.Created) != 1 {
+		t.Fatalf("pool fill: %s", r)
+	}
+	first := fill.Created[0]
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if list := c.pool(); len(list) == 1 && list[0].Status == "exited" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the pooled sandbox did not stop for idleness: %+v", list)
+		}
+	}
+	r = c.Run("pool", "fill", "--json")
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &fill) != nil || !slices.Equal(fill.Removed, []string{first}) || len(fill.Created) != 1 {
+		t.Fatalf("pool fill after the stop: %s, want %s removed and one started", r, first)
+	}
+	name := cliRun + "-idle"
+	r = c.Run("exec", "-n", name, "--", "true")
+	if m := takenFrom.FindStringSubmatch(r.Stderr); r.Code != 0 || m == nil || m[2] != fill.Created[0] {
+		t.Fatalf("exec -n NEW: %s, want %s taken from the pool", r, fill.Created[0])
+	}
+	state := filepath.Join(c.Home, ".state", "sbx")
+	held, err := os.Stat(filepath.Join(state, "leases", "."+name+".idle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched, err := os.Stat(filepath.Join(state, "agent", fill.Created[0], "idle.lock"))
+	if err != nil || !os.SameFile(held, watched) {
+		t.Fatalf("the idle lock leases of %s take is not the one its agent watches: %v", name, err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if list := c.Containers(name); len(list) == 1 && list[0].State == "exited" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the claimed sandbox did not stop for idleness: %+v", list)
+		}
+	}
+	// The refill the claim started (its sandbox may have stopped for idleness too by now).
+	for deadline := time.Now().Add(time.Minute); len(c.pool()) != 1; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the pool was not refilled")
+		}
 	}
 }
