@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -260,4 +262,38 @@ func TestCLIPoolIdleStop(t *testing.T) {
 			t.Fatal("the pool was not refilled")
 		}
 	}
+}
+
+// Many first commands of one new sandbox at once: one takes a pooled sandbox, the others use
+// it, and no claim undoes another's.
+func TestCLIPoolConcurrentClaims(t *testing.T) {
+	c := newCLI(t)
+	c.Write(".sbx.yaml", "workspace: none\n")
+	c.Env = append(c.Env, "SBX_POOL=2")
+	if r := c.Run("pool", "fill"); r.Code != 0 {
+		t.Fatalf("pool fill: %s", r)
+	}
+	before := c.pool()
+	name := cliRun + "-race"
+	var cmds []*exec.Cmd
+	for range 10 {
+		cmds = append(cmds, c.Cmd("exec", "-n", name, "--", "echo", "ok"))
+	}
+	taken := 0
+	for i, r := range clitest.Concurrently(cmds) {
+		if r.Code != 0 || r.Stdout != "ok\n" {
+			t.Errorf("exec %d: %s", i, r)
+		}
+		if strings.Contains(r.Stderr, "taken from the pool") {
+			taken++
+		}
+	}
+	ctrs := c.Containers(name)
+	if taken != 1 || len(ctrs) != 1 || !slices.ContainsFunc(before, func(p poolEntry) bool { return p.ID == ctrs[0].ID }) {
+		t.Errorf("%d commands took from the pool, containers %v; want one, a pooled one", taken, ctrs)
+	}
+	if r := c.Run("exec", "-n", name, "--", "true"); r.Code != 0 {
+		t.Errorf("the claimed sandbox after the race: %s", r)
+	}
+	c.waitRefill(before, 2)
 }

@@ -257,6 +257,9 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		}
 		if IsNotFound(err) && in.Config.Pool > 0 && Unpoolable(in) == "" && m.State != nil {
 			claimed, err := m.claimPooled(ctx, in)
+			if errors.Is(err, errNameTaken) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

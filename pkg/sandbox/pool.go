@@ -387,8 +387,12 @@ func (m *Manager) runningOurs(ctx context.Context, except string) (running, pool
 	return running, pooled, nil
 }
 
+// errNameTaken says a claim found the sandbox's name taken since Ensure looked for it.
+var errNameTaken = errors.New("the sandbox exists now")
+
 // claimPooled makes a running pooled sandbox of in's key sandbox in.Name (see the top of this
-// file), or returns nil when there is none to take or the name was taken meanwhile.
+// file), or returns nil when there is none to take, and errNameTaken when another sbx made
+// sandbox in.Name since Ensure found none.
 func (m *Manager) claimPooled(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	key, err := PoolKey(in)
 	if err != nil {
@@ -399,6 +403,13 @@ func (m *Manager) claimPooled(ctx context.Context, in SpecInput) (*Sandbox, erro
 		return nil, err
 	}
 	defer lock.Close()
+	// Another sbx may have claimed one for the same name while this one waited for the lock:
+	// its record must not be overwritten, and the sandbox is Ensure's to find.
+	if _, err := m.Engine.ContainerInspect(ctx, ContainerName(in.Name)); err == nil {
+		return nil, errNameTaken
+	} else if !cerrdefs.IsNotFound(err) {
+		return nil, engineErr(fmt.Sprintf("inspecting sandbox %q", in.Name), err)
+	}
 	list, err := m.ListPool(ctx, key)
 	if err != nil {
 		return nil, err
@@ -415,9 +426,9 @@ func (m *Manager) claimPooled(ctx context.Context, in SpecInput) (*Sandbox, erro
 		err := m.Engine.ContainerRename(ctx, p.ID, ContainerName(in.Name))
 		switch {
 		case cerrdefs.IsConflict(err):
-			// Another sbx made sandbox in.Name meanwhile: Ensure finds it.
+			// Another sbx created sandbox in.Name meanwhile: Ensure finds it.
 			_ = os.Remove(m.State.claimPath(in.Name))
-			return nil, nil
+			return nil, errNameTaken
 		case cerrdefs.IsNotFound(err):
 			_ = os.Remove(m.State.claimPath(in.Name))
 			continue

@@ -466,3 +466,27 @@ func TestRecreatingAClaimedSandbox(t *testing.T) {
 		t.Errorf("Inspect(new): %+v %v", sb, err)
 	}
 }
+
+// Two sbx processes that both found no sandbox "new" claim one after the other (the pool
+// lock orders them): the second takes nothing and leaves the first's record alone.
+func TestSecondClaimOfOneName(t *testing.T) {
+	e := newPoolEngine(t)
+	m := fakeManager(t, e.FakeEngine)
+	ctx := context.Background()
+	if _, err := m.FillPool(ctx, poolInput(""), 2); err != nil {
+		t.Fatal(err)
+	}
+	first, err := m.ClaimPooled(ctx, poolInput("new"))
+	if err != nil || first == nil {
+		t.Fatalf("first claim: %+v %v", first, err)
+	}
+	if second, err := m.ClaimPooled(ctx, poolInput("new")); err == nil || second != nil {
+		t.Errorf("second claim: %+v %v, want none, and the error that sends Ensure to look again", second, err)
+	}
+	if sb, err := m.Inspect(ctx, "new"); err != nil || sb.ID != first.ID {
+		t.Errorf("Inspect(new) after the second claim: %+v %v, want %s", sb, err, first.ID)
+	}
+	if left, _ := m.ListPool(ctx, ""); len(left) != 1 {
+		t.Errorf("pool: %v, want the other one untouched", left)
+	}
+}
