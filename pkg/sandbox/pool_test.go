@@ -181,6 +181,18 @@ func poolInput(name string) sandbox.SpecInput {
 	return in
 }
 
+// filled is a manager on a fresh poolEngine whose pool of poolInput's config holds n.
+func filled(t *testing.T, n int) (*poolEngine, *sandbox.Manager, []string) {
+	t.Helper()
+	e := newPoolEngine(t)
+	m := fakeManager(t, e.FakeEngine)
+	res, err := m.FillPool(context.Background(), poolInput(""), n)
+	if err != nil || len(res.Created) != n || res.Ready != n {
+		t.Fatalf("fill: %+v %v", res, err)
+	}
+	return e, m, res.Created
+}
+
 func TestPoolKeyLeavesPoolOutOfIdentity(t *testing.T) {
 	a, b := poolInput("a"), poolInput("b")
 	b.Config.Pool = 7
@@ -305,13 +317,8 @@ func TestPoolClaimRenamesAndRecords(t *testing.T) {
 }
 
 func TestInspectTrustsOnlyTheClaimRecord(t *testing.T) {
-	e := newPoolEngine(t)
-	m := fakeManager(t, e.FakeEngine)
+	e, m, created := filled(t, 1)
 	ctx := context.Background()
-	res, err := m.FillPool(ctx, poolInput(""), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Renamed behind sbx's back (docker rename): no record says it is "stolen".
 	if err := e.ContainerRenameFn(ctx, "id1", "sbx-stolen"); err != nil {
 		t.Fatal(err)
@@ -324,7 +331,7 @@ func TestInspectTrustsOnlyTheClaimRecord(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(m.State.Dir, "claimed"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rec := fmt.Sprintf(`{"id":"id9","pooled":%q,"claimedAt":"2026-11-30T12:00:00Z"}`, res.Created[0])
+	rec := fmt.Sprintf(`{"id":"id9","pooled":%q,"claimedAt":"2026-11-30T12:00:00Z"}`, created[0])
 	if err := os.WriteFile(filepath.Join(m.State.Dir, "claimed", "stolen.json"), []byte(rec), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -372,14 +379,9 @@ func TestFillPoolNeverEvicts(t *testing.T) {
 }
 
 func TestFillPoolReplacesStale(t *testing.T) {
-	e := newPoolEngine(t)
-	m := fakeManager(t, e.FakeEngine)
+	e, m, created := filled(t, 1)
 	ctx := context.Background()
-	res, err := m.FillPool(ctx, poolInput(""), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := res.Created[0]
+	stale := created[0]
 	_ = e.set("id1", container.StateExited) // stopped for idleness, say
 	var refilled []string
 	m.Refill = func(name string) { refilled = append(refilled, name) }
@@ -390,7 +392,7 @@ func TestFillPoolReplacesStale(t *testing.T) {
 	if !slices.Equal(refilled, []string{"new"}) {
 		t.Errorf("refills %v, want one after the pool had none ready", refilled)
 	}
-	res, err = m.FillPool(ctx, poolInput(""), 1)
+	res, err := m.FillPool(ctx, poolInput(""), 1)
 	if err != nil || !slices.Equal(res.Removed, []string{stale}) || len(res.Created) != 1 || res.Ready != 1 {
 		t.Errorf("refill: %+v %v, want %s removed and one created", res, err, stale)
 	}
@@ -443,12 +445,8 @@ func TestFindOrphansKeepsWhatPooledSandboxesUse(t *testing.T) {
 // A claimed sandbox recreated for another configuration cannot keep what is named after its
 // pool name: it goes, workspace volume included, and the new sandbox is made under its name.
 func TestRecreatingAClaimedSandbox(t *testing.T) {
-	e := newPoolEngine(t)
-	m := fakeManager(t, e.FakeEngine)
+	e, m, _ := filled(t, 1)
 	ctx := context.Background()
-	if _, err := m.FillPool(ctx, poolInput(""), 1); err != nil {
-		t.Fatal(err)
-	}
 	got, err := m.Ensure(ctx, poolInput("new"), sandbox.EnsureOptions{})
 	if err != nil || !got.Pooled {
 		t.Fatalf("claim: %+v %v", got, err)
@@ -470,12 +468,8 @@ func TestRecreatingAClaimedSandbox(t *testing.T) {
 // Two sbx processes that both found no sandbox "new" claim one after the other (the pool
 // lock orders them): the second takes nothing and leaves the first's record alone.
 func TestSecondClaimOfOneName(t *testing.T) {
-	e := newPoolEngine(t)
-	m := fakeManager(t, e.FakeEngine)
+	_, m, _ := filled(t, 2)
 	ctx := context.Background()
-	if _, err := m.FillPool(ctx, poolInput(""), 2); err != nil {
-		t.Fatal(err)
-	}
 	first, err := m.ClaimPooled(ctx, poolInput("new"))
 	if err != nil || first == nil {
 		t.Fatalf("first claim: %+v %v", first, err)
