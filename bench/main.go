@@ -202,6 +202,7 @@ func (b *bench) cases() []Case {
 	if b.hasCp() {
 		cs = append(cs, b.copyCases()...)
 	}
+	cs = append(cs, b.poolCases()...)
 	cs = append(cs, b.overlayCases()...)
 	cs = append(cs, b.gvisorCases()...)
 	cs = append(cs, b.busyboxCase())

@@ -41,6 +41,7 @@ func Main() int {
 	root := NewCmdRoot(f)
 	root.SetArgs(os.Args[1:])
 	err := root.ExecuteContext(ctx)
+	cmdutil.StartRefills(f)
 	if err != nil && errs.ExitCode(err) == errs.CodeError {
 		err = usageErrorFromCobra(err)
 	}

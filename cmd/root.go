@@ -24,6 +24,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/ls"
 	"github.com/sbx-sandbox/sbx/cmd/mcp"
 	"github.com/sbx-sandbox/sbx/cmd/pause"
+	"github.com/sbx-sandbox/sbx/cmd/pool"
 	"github.com/sbx-sandbox/sbx/cmd/portforward"
 	"github.com/sbx-sandbox/sbx/cmd/prune"
 	"github.com/sbx-sandbox/sbx/cmd/ps"
@@ -103,6 +104,7 @@ privilege escalation, and hard CPU, memory and process limits.`,
 		sh.NewCmdSh(f, nil),
 		egresscmd.NewCmdEgress(f),
 		portforward.NewCmdPortForward(f, nil),
+		pool.NewCmdPool(f),
 	)
 	return root
 }

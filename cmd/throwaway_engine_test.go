@@ -14,6 +14,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
+
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 var throwawayCreated = regexp.MustCompile(`created sandbox "(tmp-[0-9a-f]{10})"`)
@@ -86,7 +88,7 @@ func TestCLIThrowawayLeavesNothing(t *testing.T) {
 		c := &cli{c.In(t)}
 		r := c.Run("exec", "--rm", "--", "sh", "-c", "hostname; exit 3")
 		name := throwawayName(t, r.Stderr)
-		if r.Code != 3 || strings.TrimSpace(r.Stdout) != name {
+		if r.Code != 3 || strings.TrimSpace(r.Stdout) != sandbox.Hostname {
 			t.Fatalf("want the command's hostname and exit code 3: %s", r)
 		}
 		gone(t, name)

@@ -42,6 +42,9 @@ type Factory struct {
 	Endpoint func() (engine.Endpoint, error)
 	// Engine dials the engine once and reuses the connection.
 	Engine func(ctx context.Context) (engine.Engine, error)
+
+	// refills are the sandboxes whose pool StartRefills refills (refill.go).
+	refills *[]string
 }
 
 // ForContext is a copy of f whose engine is docker context name's, dialled on first use.
@@ -69,6 +72,7 @@ func New() *Factory {
 		WorkingDir: os.Getwd,
 		Now:        time.Now,
 		Umask:      sync.OnceValue(processUmask),
+		refills:    new([]string),
 	}
 	f.IOStreams = iostreams.System(f.Getenv)
 	f.Endpoint = func() (engine.Endpoint, error) {

@@ -69,6 +69,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 		return err
 	}
 	m.BuildProgress = progress.Show
+	m.Refill = func(name string) { refill(f, name) }
 	sweepThrowaways(ctx, f, m)
 	return m, nil
 }
@@ -134,6 +135,11 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 	if !r.IsDefaultName {
 		create += " -n " + r.Name
 	}
+	if r.Config.Pool > 0 {
+		if live.Pool, err = poolState(ctx, m, r); err != nil {
+			return nil, err
+		}
+	}
 	sb, err := m.Inspect(ctx, r.Name)
 	if sandbox.IsNotFound(err) {
 		live.ApplyCommand = create
@@ -163,6 +169,28 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 		live.ApplyCommand = create + " --replace"
 	}
 	return live, nil
+}
+
+// poolState is what the pool holds for r's configuration, or why it is not pooled.
+func poolState(ctx context.Context, m *sandbox.Manager, r *config.Resolved) (*explain.Pool, error) {
+	in, err := m.Resolver.SpecInput(r)
+	if err != nil {
+		return nil, err
+	}
+	st := &explain.Pool{Size: r.Config.Pool, NotPooled: sandbox.Unpoolable(in)}
+	if st.NotPooled != "" {
+		return st, nil
+	}
+	if st.Key, err = sandbox.PoolKey(in); err != nil {
+		return nil, err
+	}
+	list, err := m.ListPool(ctx, st.Key)
+	for _, p := range list {
+		if p.Status == "running" {
+			st.Ready++
+		}
+	}
+	return st, err
 }
 
 // executable is this sbx's binary on the host, links resolved, or "" when it cannot tell.

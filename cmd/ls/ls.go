@@ -251,7 +251,7 @@ func entryFor(ctx context.Context, m *sandbox.Manager, sb *sandbox.Sandbox, now 
 		e.Ports = []string{}
 	}
 	if e.Workspace.Mode == "none" {
-		e.Workspace.Path = sandbox.VolumeName(sb.Name)
+		e.Workspace.Path = sb.WorkspaceVolume()
 	}
 	if t, ok := m.State.LastUsed(sb.Name); ok {
 		t = t.UTC()

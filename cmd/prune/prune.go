@@ -56,6 +56,9 @@ type Report struct {
 	// OrphanNetworks are networks of their own (network: bridge) and egress networks of
 	// removed sandboxes.
 	OrphanNetworks []string `json:"orphanNetworks"`
+	// StalePooled are pooled sandboxes no longer fresh (not running, or made by another sbx
+	// version); fresh ones are never pruned (sbx pool drain removes them).
+	StalePooled []string `json:"stalePooled"`
 	// Busy sandboxes had a command in flight and were left alone (--busy removes them too).
 	Busy []RemovedItem `json:"busy"`
 	// NotOurs are sandboxes this user's sbx never used (another user's, on a shared engine):
@@ -88,6 +91,10 @@ ever touched.
 A sandbox with a command in flight (exec, cp, sh, run, mcp...) is kept and reported as busy;
 --busy removes it anyway, ending that command. A sandbox this user's sbx never used (another
 user's, on a shared engine) has no idle time here and is kept unless --all.
+
+Pooled sandboxes (the pool key) are not sandboxes yet and never expire while fresh, even
+with --all: prune removes only those that no longer run or were made by another sbx
+version; "sbx pool drain" removes the others.
 
 On a terminal prune lists what will go and asks; elsewhere it needs -f (or --dry-run), so
 CI writes "sbx prune -f". Exit 1 when any removal failed.`,
@@ -173,7 +180,7 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 	rep := Report{DryRun: opts.DryRun, Removed: []RemovedItem{}, Failed: []RemovedItem{}, Busy: []RemovedItem{}, NotOurs: []RemovedItem{},
 		OrphanStates: nonNil(orphans.StateFiles), OrphanAgentDirs: nonNil(orphans.AgentDirs), OrphanCADirs: nonNil(orphans.CADirs),
 		OrphanEgressDirs: nonNil(orphans.EgressDirs), OrphanProxies: nonNil(orphans.Proxies), OrphanVolumes: nonNil(orphans.Volumes), OrphanNetworks: nonNil(orphans.Networks),
-		IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
+		StalePooled: nonNil(orphans.StalePooled), IdleLimit: limit(rule.Idle, rule.All), MaxAgeLimit: limit(rule.MaxAge, rule.All)}
 	for _, c := range notOurs {
 		rep.NotOurs = append(rep.NotOurs, RemovedItem{Name: c.Sandbox.Name, Reason: c.Reason})
 	}

@@ -168,6 +168,12 @@ func (c *CLI) setup(dockerHost string) *CLI {
 func (c *CLI) removeAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Pooled sandboxes are no sandboxes rm can name; only a test that filled a pool has any.
+	if _, err := os.Stat(filepath.Join(c.Home, ".state", "sbx", "pool")); err == nil {
+		if r := c.Run("pool", "drain", "--all"); r.Code != 0 {
+			c.T.Logf("cleanup: sbx pool drain --all: %s", r.Stderr)
+		}
+	}
 	ours := filters.NewArgs(filters.Arg("label", enginetest.TestLabel+"="+c.label))
 	list, err := c.Eng.ContainerList(ctx, container.ListOptions{All: true, Filters: ours})
 	if err != nil {
@@ -179,8 +185,13 @@ func (c *CLI) removeAll() {
 		if !c.owns(ctr.Labels) || ctr.Labels[sandbox.LabelRole] != "" {
 			continue
 		}
-		if r := c.Run("rm", "-f", ctr.Labels[sandbox.LabelName]); r.Code != 0 {
-			c.T.Logf("cleanup: sbx rm -f %s: %s", ctr.Labels[sandbox.LabelName], r.Stderr)
+		// A sandbox taken from the pool keeps the name it was made under in its label.
+		name := ctr.Labels[sandbox.LabelName]
+		if len(ctr.Names) > 0 {
+			name = strings.TrimPrefix(ctr.Names[0], "/"+sandbox.ContainerName(""))
+		}
+		if r := c.Run("rm", "-f", name); r.Code != 0 {
+			c.T.Logf("cleanup: sbx rm -f %s: %s", name, r.Stderr)
 			if err := c.Eng.ContainerRemove(ctx, ctr.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
 				c.T.Errorf("cleanup: %v", err)
 			}

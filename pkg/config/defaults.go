@@ -16,6 +16,8 @@ const (
 	DefaultTmpfsSize = "256m"
 	MinMemory        = 16 << 20
 	MinPidsLimit     = 16
+	// MaxPool bounds the pool key: every pooled sandbox holds its memory while it waits.
+	MaxPool = 64
 )
 
 // WorkspaceTarget is where the project root (or the private volume) is mounted.

@@ -177,6 +177,11 @@ var looseningRules = map[string]func(j *judge){
 			j.add("maxRunning", strconv.Itoa(n), "decides how many of your sandboxes may run, pausing or stopping other projects' sandboxes")
 		}
 	},
+	"pool": func(j *judge) {
+		if n := j.full.Config.Pool; n > j.base.Config.Pool {
+			j.add("pool", strconv.Itoa(n), "keeps "+strconv.Itoa(n)+" started sandboxes running on this machine, using its memory while idle")
+		}
+	},
 	"evict": func(j *judge) {
 		if e := j.full.Config.Evict; e != j.base.Config.Evict {
 			j.add("evict", e, "decides what happens to other projects' sandboxes when too many run")

@@ -29,6 +29,7 @@ type Config struct {
 	IdleStop        time.Duration     `json:"idleStop"`   // 0 = never
 	MaxRunning      int               `json:"maxRunning"` // 0 = no cap
 	Evict           string            `json:"evict"`      // pause | stop
+	Pool            int               `json:"pool"`       // started, unclaimed sandboxes kept ready; 0 = none
 	Env             map[string]string `json:"env"`
 	PassEnv         []string          `json:"passEnv"`
 	Binds           []Bind            `json:"binds"`

@@ -277,6 +277,9 @@ func (v *validator) limits() {
 	if c.IdleStop != 0 && c.IdleStop < time.Second {
 		v.refuse("idleStop", FormatDuration(c.IdleStop), "must be 0 (never) or at least 1s", "set idleStop such as 15m, or 0")
 	}
+	if c.Pool < 0 || c.Pool > MaxPool {
+		v.refuse("pool", strconv.Itoa(c.Pool), fmt.Sprintf("must be from 0 to %d", MaxPool), "set it to 0 for no pool, or the number of started sandboxes to keep ready")
+	}
 	if c.MaxRunning < 0 {
 		v.refuse("maxRunning", strconv.Itoa(c.MaxRunning), "must not be negative", "set it to 0 for no cap, or the number of sandboxes that may run at once")
 	}

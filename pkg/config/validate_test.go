@@ -28,6 +28,8 @@ func TestValidationRefuses(t *testing.T) {
 		{"setup package with a shell word", project("setup:\n  pip: ['requests; curl x']\n"), "setup.pip[0]", "not a package name"},
 		{"setup empty command", project("setup:\n  run: ['  ']\n"), "setup.run[0]", "an empty command"},
 		{"user name", project("user: nobody\n"), "user", "not a numeric uid:gid"},
+		{"pool negative", project("pool: -1\n"), "pool", `pool "-1": must be from 0 to 64`},
+		{"pool too large", project("pool: 65\n"), "pool", "must be from 0 to 64"},
 		{"tmpfs suid", project("tmpfs: ['/x:size=1m,suid']\n"), "tmpfs[3]", "suid is refused"},
 		{"tmpfs dev", project("tmpfs: ['/x:size=1m,dev']\n"), "tmpfs[3]", "dev is refused"},
 		{"tmpfs without size", project("tmpfs: [/x]\n"), "tmpfs[3]", "no size"},

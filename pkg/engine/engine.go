@@ -41,6 +41,9 @@ type Engine interface {
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerStop(ctx context.Context, containerID string, options container.StopOptions) error
 	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
+	// ContainerRename gives a container a new name: how a pooled sandbox becomes the one a
+	// command asked for (the engine cannot change its labels, mounts or hostname).
+	ContainerRename(ctx context.Context, containerID, newContainerName string) error
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerPause(ctx context.Context, containerID string) error
 	ContainerUnpause(ctx context.Context, containerID string) error

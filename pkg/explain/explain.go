@@ -36,8 +36,19 @@ type Live struct {
 	// Toolbox is true when sbx's scripts run with the toolbox it mounts (an image it does
 	// not bundle).
 	Toolbox bool `json:"toolbox,omitempty"`
+	// Pool is the pool of this configuration (sandbox.FillPool), when its pool key is set.
+	Pool *Pool `json:"pool,omitempty"`
 	// ApplyCommand applies the resolved config, e.g. "sbx create --replace".
 	ApplyCommand string `json:"applyCommand,omitempty"`
+}
+
+// Pool is what the pool holds for the resolved configuration.
+type Pool struct {
+	Size  int    `json:"size"`
+	Ready int    `json:"ready"` // pooled sandboxes of its key that run
+	Key   string `json:"key,omitempty"`
+	// NotPooled is why a new sandbox of this configuration is never taken from the pool.
+	NotPooled string `json:"notPooled,omitempty"`
 }
 
 // Options select what a report holds beyond the resolved config.

@@ -134,6 +134,10 @@ tools:
 	"untrusted": {project: "network: bridge\nmemory: 4g\npassEnv: [GITHUB_TOKEN]\nprofile: browser\n",
 		opts: Options{Live: &Live{Reachable: true, Commands: "agent"}}},
 	"unreachable": {opts: Options{Live: &Live{Error: "cannot reach the Docker engine at unix:///var/run/docker.sock"}}},
+	"pooled": {project: "workspace: none\npool: 2\n", trusted: true,
+		opts: Options{Live: &Live{Reachable: true, Commands: "agent", Pool: &Pool{Size: 2, Ready: 1, Key: "0123456789abcdef"}}}},
+	"notpooled": {env: map[string]string{"SBX_POOL": "1"},
+		opts: Options{Live: &Live{Reachable: true, Commands: "agent", Pool: &Pool{Size: 1, NotPooled: "workspace ro mounts the project, which a container cannot change once made; only workspace none is pooled"}}}},
 }
 
 func TestGolden(t *testing.T) {

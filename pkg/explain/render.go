@@ -417,8 +417,10 @@ func (p *printer) engine(rep Report) {
 		p.line(fmt.Sprintf("  container %s does not exist yet", rep.Sandbox.Container))
 		p.carriage(e.Carriage)
 		p.commands(e)
+		p.pool(e.Pool)
 		return
 	}
+	defer p.pool(e.Pool)
 	defer p.commands(e)
 	defer p.carriage(e.Carriage)
 	state := "stopped"
@@ -443,6 +445,17 @@ func (p *printer) engine(rep Report) {
 	p.line("  " + msg)
 	if e.ApplyCommand != "" {
 		p.line("  apply it with: " + e.ApplyCommand)
+	}
+}
+
+// pool says what the pool holds for this configuration, or why it is not pooled.
+func (p *printer) pool(pl *Pool) {
+	switch {
+	case pl == nil:
+	case pl.NotPooled != "":
+		p.line(fmt.Sprintf("  pool: %d, but this configuration is not pooled: %s", pl.Size, pl.NotPooled))
+	default:
+		p.line(fmt.Sprintf("  pool: %d of %d started sandboxes ready (key %s); a new sandbox of this configuration is taken from them (only workspace none, without binds, egress, caCerts or ports, is pooled)", pl.Ready, pl.Size, pl.Key))
 	}
 }
 

@@ -178,17 +178,22 @@ func (m *Manager) admit(ctx context.Context, cfg config.Config, name string, sta
 // makeRoom evicts sandboxes until one more may run beside the running ones. When it cannot,
 // it returns the names of the running sandboxes that have a command in flight.
 func (m *Manager) makeRoom(ctx context.Context, cfg config.Config, name string) ([]string, error) {
-	list, err := m.List(ctx)
+	running, pooled, err := m.runningOurs(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	var running []*Sandbox
-	for _, sb := range list {
-		if _, ours := m.State.LastUsed(sb.Name); ours && sb.Status == "running" && sb.Name != name {
-			running = append(running, sb)
+	need := len(running) + len(pooled) + 1 - cfg.MaxRunning
+	// Pooled sandboxes go first, removed: nobody uses them, and a paused one is no use.
+	for _, p := range pooled {
+		if need <= 0 {
+			return nil, nil
 		}
+		if err := m.removePooled(ctx, p.Name); err != nil {
+			return nil, fmt.Errorf("maxRunning: %w", err)
+		}
+		m.announce("maxRunning %d: removed pooled sandbox %s to make room for %q\n", cfg.MaxRunning, p.Name, name)
+		need--
 	}
-	need := len(running) + 1 - cfg.MaxRunning
 	var busy []string
 	for _, sb := range EvictionOrder(running, m.State.LastUsed) {
 		if need <= 0 {

@@ -158,10 +158,10 @@ func inspectAgentBinary(path string) (problem string, dynamic bool) {
 // no agent. sbx sets LabelAgent on every sandbox, so it says whether there is one; the path
 // comes from the state directory and the sandbox's name.
 func (m *Manager) agentDirOf(sb *Sandbox) string {
-	if m.State == nil || sb.Labels[LabelAgent] == "" || config.ValidName(sb.Name) != nil {
+	if m.State == nil || sb.Labels[LabelAgent] == "" || config.ValidName(sb.key()) != nil {
 		return ""
 	}
-	return m.State.agentDir(sb.Name)
+	return m.State.agentDir(sb.key())
 }
 
 // errNoAgent means the command must go through the engine's exec.
@@ -382,7 +382,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 	if err := prepareAgentDir(sb.Name, dir, false); err != nil {
 		return nil, err
 	}
-	lock, err := flockFile(ctx, m.State.agentLock(sb.Name), true, true)
+	lock, err := flockFile(ctx, m.State.agentLock(sb.key()), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

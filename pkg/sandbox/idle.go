@@ -82,6 +82,10 @@ func (m *Manager) waitIdleStop(ctx context.Context, name string) error {
 // counts. The sandbox user must be able to open it (a flock needs no write access).
 func (m *Manager) linkIdleLock(name, dir string) error {
 	path := m.State.idleLockPath(name)
+	// A pooled sandbox starts before any lease was taken here (pool.go).
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err

@@ -65,11 +65,18 @@ type Manager struct {
 	// Resolver resolves an existing sandbox's config again, to tell whether it is current
 	// (Drift). Ensure needs it when a sandbox exists with another config hash than the input.
 	Resolver *Resolver
+	// Refill, when set, is called with the sandbox's name after Ensure took it from the pool
+	// (pool.go), or found the pool empty; it must return at once (cmdutil: a detached sbx
+	// pool fill once the command has ended), so the command does not wait for a fill.
+	Refill func(name string)
 }
 
 // Sandbox is an existing sandbox as the engine reports it.
 type Sandbox struct {
-	Name      string
+	Name string
+	// Key is the name it was made under, which its volume, network and agent directory
+	// carry: Name, or for a sandbox taken from the pool its pool name (pool.go).
+	Key       string
 	ID        string
 	Status    string // created, running, paused, restarting, exited, dead
 	Labels    map[string]string
@@ -80,6 +87,17 @@ type Sandbox struct {
 	// its bind mounts, as the engine reports them (Inspect only).
 	WritableHostPaths []string
 }
+
+// key is the name the sandbox's volume, network and agent directory were made under.
+func (s *Sandbox) key() string {
+	if s.Key != "" {
+		return s.Key
+	}
+	return s.Name
+}
+
+// WorkspaceVolume is the volume of a sandbox in workspace mode none.
+func (s *Sandbox) WorkspaceVolume() string { return VolumeName(s.key()) }
 
 // Hash is the config hash the sandbox was created with.
 func (s *Sandbox) Hash() string { return s.Labels[LabelConfigHash] }
@@ -158,6 +176,10 @@ type EnsureOptions struct {
 type EnsureResult struct {
 	Sandbox *Sandbox
 	Created bool
+	// Pooled says the sandbox was taken from the pool (pool.go) rather than created.
+	Pooled bool
+	// poolMissed says it was created because its pool had none ready.
+	poolMissed bool
 	// Drift lists the keys that differ (Drift.Keys) when the existing sandbox was kept
 	// anyway (RecreateIfIdle on a busy sandbox).
 	Drift []string
@@ -205,6 +227,17 @@ func (m *Manager) Ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		lease.Release()
 		return nil, err
 	}
+	if res.Pooled && lease != nil {
+		// The lease took the idle lock before the claim gave the name the agent's.
+		if lease.idle != nil {
+			lease.idle.Close()
+			lease.idle = nil
+		}
+		m.holdIdleLock(ctx, lease, in.Name)
+	}
+	if (res.Pooled || res.poolMissed) && m.Refill != nil {
+		m.Refill(in.Name)
+	}
 	res.Lease = lease
 	return res, nil
 }
@@ -216,10 +249,24 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 	}
 	name := ContainerName(in.Name)
 	recreating := false // this call removed the sandbox to create it again
+	poolMissed := false
 	for attempt := 0; attempt < 100; attempt++ {
 		sb, err := m.Inspect(ctx, in.Name)
 		if IsNotFound(err) && opts.MustExist && !recreating {
 			return nil, err
+		}
+		if IsNotFound(err) && in.Config.Pool > 0 && Unpoolable(in) == "" && m.State != nil {
+			claimed, err := m.claimPooled(ctx, in)
+			if errors.Is(err, errNameTaken) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if claimed != nil {
+				return &EnsureResult{Sandbox: claimed, Created: true, Pooled: true}, nil
+			}
+			poolMissed = true
 		}
 		if IsNotFound(err) {
 			created, err := m.create(ctx, in)
@@ -253,7 +300,7 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 					return nil, err
 				}
 			}
-			return &EnsureResult{Sandbox: created, Created: true}, nil
+			return &EnsureResult{Sandbox: created, Created: true, poolMissed: poolMissed}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -278,6 +325,13 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		if recreate {
 			if err := m.removeContainer(ctx, sb, false); err != nil {
 				return nil, err
+			}
+			if sb.key() != sb.Name {
+				// Taken from the pool: what it was made with is named after its pool name, so
+				// the new one cannot keep it (its workspace volume included), and it goes.
+				if err := m.removeLeftovers(ctx, sb.key()); err != nil {
+					return nil, err
+				}
 			}
 			recreating = true
 			continue
@@ -514,7 +568,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		return nil, engineErr(fmt.Sprintf("creating sandbox %q", in.Name), err)
 	}
 	m.announce("created sandbox %q (%s)\n", in.Name, spec.Container.Image)
-	return &Sandbox{Name: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: spec.Container.Image, CreatedAt: in.CreatedAt}, nil
+	return &Sandbox{Name: in.Name, Key: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: spec.Container.Image, CreatedAt: in.CreatedAt}, nil
 }
 
 // protection plans the protected paths of in's sandbox, nil unless its workspace is rw, and
@@ -591,11 +645,27 @@ func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
 		return nil, engineErr(fmt.Sprintf("inspecting sandbox %q", name), err)
 	}
 	// Containers inherit our images' labels, so dev.sbx.managed alone does not prove sbx made
-	// it: the name label must match too.
-	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" || info.Config.Labels[LabelName] != name {
+	// it: the name label must match too, or for one made for the pool, the claim record.
+	if info.Config == nil || info.Config.Labels[LabelManaged] != "true" {
 		return nil, &NotManagedError{Container: ContainerName(name)}
 	}
-	sb := &Sandbox{Name: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
+	labelName := info.Config.Labels[LabelName]
+	sb := &Sandbox{Name: name, Key: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
+	claimed := time.Time{}
+	switch {
+	case info.Config.Labels[LabelPool] == "" && labelName == name:
+	case info.Config.Labels[LabelPool] == "":
+		return nil, &NotManagedError{Container: ContainerName(name)}
+	default:
+		rec, ok := m.State.claimOf(name)
+		if !ok || rec.ID != info.ID || rec.Pooled != labelName {
+			if labelName == name {
+				return nil, &PoolError{Name: name}
+			}
+			return nil, &NotManagedError{Container: ContainerName(name)}
+		}
+		sb.Key, claimed = labelName, rec.ClaimedAt
+	}
 	for _, mp := range info.Mounts {
 		if mp.Type == mount.TypeBind && mp.RW && filepath.IsAbs(mp.Source) {
 			sb.WritableHostPaths = append(sb.WritableHostPaths, mp.Source)
@@ -605,6 +675,9 @@ func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
 		sb.Status = string(info.State.Status)
 	}
 	sb.CreatedAt, _ = time.Parse(time.RFC3339, info.Config.Labels[LabelCreatedAt])
+	if !claimed.IsZero() {
+		sb.CreatedAt = claimed
+	}
 	return sb, nil
 }
 
@@ -617,17 +690,28 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	}
 	out := make([]*Sandbox, 0, len(list))
 	for _, c := range list {
-		name := c.Labels[LabelName]
+		name, key := c.Labels[LabelName], c.Labels[LabelName]
+		var claimed time.Time
+		if c.Labels[LabelPool] != "" {
+			// Made for the pool: a sandbox only once claimed, under the name its record gives.
+			var ok bool
+			if name, claimed, ok = m.claimedAs(c); !ok {
+				continue
+			}
+		}
 		if config.ValidName(name) != nil || c.Labels[LabelManaged] != "true" || !slices.Contains(c.Names, "/"+ContainerName(name)) {
 			continue // not one of ours, though it may carry our images' labels
 		}
-		sb := &Sandbox{Name: name, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
+		sb := &Sandbox{Name: name, Key: key, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
 		for _, p := range c.Ports {
 			if p.PublicPort != 0 {
 				sb.Ports = append(sb.Ports, fmt.Sprintf("%s:%d->%d/%s", p.IP, p.PublicPort, p.PrivatePort, p.Type))
 			}
 		}
 		sb.CreatedAt, _ = time.Parse(time.RFC3339, c.Labels[LabelCreatedAt])
+		if !claimed.IsZero() {
+			sb.CreatedAt = claimed
+		}
 		if sb.CreatedAt.IsZero() {
 			sb.CreatedAt = time.Unix(c.Created, 0)
 		}
@@ -680,7 +764,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		return nil
 	}
 	if sb.Labels[LabelWorkspace] == "none" || sb.Labels[LabelCarry] != "" {
-		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.Name), true); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.key()), true); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
 	}
@@ -695,19 +779,26 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		}
 	}
 	if sb.hasOwnNetwork() {
-		if err := m.removeNetwork(ctx, sb.Name); err != nil {
+		if err := m.removeNetwork(ctx, sb.key()); err != nil {
 			return err
 		}
+	}
+	if sb.key() != sb.Name {
+		if err := m.forgetState(sb.key(), m.agentDirOf(sb) != ""); err != nil {
+			return err
+		}
+		return m.forgetState(sb.Name, false)
 	}
 	return m.forgetState(sb.Name, m.agentDirOf(sb) != "")
 }
 
-// forgetState removes sandbox name's state file and lease, with agent its agent directory,
-// and its CA directory.
+// forgetState removes sandbox name's state file, lease and claim record, with agent its agent
+// directory, and its CA directory.
 func (m *Manager) forgetState(name string, agent bool) error {
 	if err := m.State.Remove(name); err != nil {
 		return err
 	}
+	_ = m.State.remove(m.State.claimPath(name))
 	if agent {
 		_ = m.State.remove(m.State.agentLock(name))
 		if err := m.State.remove(m.State.agentDir(name)); err != nil {

@@ -189,12 +189,19 @@ type Orphans struct {
 	Proxies  []string
 	Volumes  []string
 	Networks []string
+	// StalePooled are pooled sandboxes (pool.go) no longer fresh: not running (stopped for
+	// idleness, or by a restart of the engine), or made by another sbx version, whose pool
+	// key this sbx never computes. Fresh ones are never pruned: sbx pool drain removes them.
+	StalePooled []string
 }
 
 // All lists every leftover, the agent, CA and egress directories as "agent/NAME", "ca/NAME"
 // and "egress/NAME".
 func (o Orphans) All() []string {
 	all := slices.Concat(o.StateFiles, o.Proxies, o.Volumes, o.Networks)
+	for _, n := range o.StalePooled {
+		all = append(all, "pool/"+n)
+	}
 	for _, n := range o.AgentDirs {
 		all = append(all, "agent/"+n)
 	}
@@ -215,9 +222,27 @@ func (o Orphans) All() []string {
 func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter Filter) (Orphans, error) {
 	alive := map[string]bool{}
 	for _, sb := range existing {
-		alive[sb.Name] = true
+		alive[sb.Name], alive[sb.key()] = true, true
+	}
+	// Pooled sandboxes are no sandboxes yet, but what is named after them is in use.
+	records, err := m.State.poolRecords()
+	if err != nil {
+		return Orphans{}, err
+	}
+	for name := range records {
+		alive[name] = true
 	}
 	var o Orphans
+	pooled, err := m.ListPool(ctx, "")
+	if err != nil {
+		return o, err
+	}
+	for _, p := range pooled {
+		stale := p.Status != "running" || (m.Resolver != nil && p.Labels[LabelVersion] != m.Resolver.Version)
+		if stale && filter.Match(p) {
+			o.StalePooled = append(o.StalePooled, p.Name)
+		}
+	}
 	names, err := m.State.Names()
 	if err != nil {
 		return o, err
@@ -282,6 +307,11 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 	}
 	for _, n := range o.OverlayDirs {
 		if err := m.removeOrphanDir(ctx, n, m.State.overlayLock(n), m.State.overlayDir(n), "overlay directory"); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, n := range o.StalePooled {
+		if err := m.removePooled(ctx, n); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -62,6 +62,10 @@ const (
 	logMaxSize = "1m"
 )
 
+// Hostname is every sandbox's host name. Not its name: the engine cannot change a host name
+// after create, and a sandbox taken from the pool (pool.go) must look like a new one.
+const Hostname = "sbx"
+
 // WorkspacePath is where the project (or the private volume) appears inside a sandbox.
 const WorkspacePath = "/workspace"
 
@@ -142,6 +146,9 @@ type SpecInput struct {
 	// OverlayDir holds the sandbox's overlay layers (overlay.Layers) in workspace mode
 	// overlay; Manager.create sets it. It stays out of the config hash.
 	OverlayDir string
+	// PoolKey is set on a sandbox made for the pool (pool.go), as its LabelPool label. It
+	// stays out of the config hash: a claimed sandbox is current like a created one.
+	PoolKey string
 	// Protected are the project paths a rw workspace mounts on their own (protect.Find):
 	// read-only over what the user's host tools obey, read-write onto themselves for the
 	// directories on the way, so none can be renamed away. Other modes ignore them. They
@@ -221,6 +228,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		LabelCreateSettings: string(settings),
 		LabelAgent:          agentVersion,
 		LabelToolbox:        toolboxLabel(in.ToolboxDir),
+		LabelPool:           in.PoolKey,
 	})
 	if in.Carried {
 		labels[LabelCarry] = CarryCopy
@@ -237,7 +245,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		WorkingDir: cfg.Workdir,
 		Env:        env,
 		Labels:     labels,
-		Hostname:   in.Name,
+		Hostname:   Hostname,
 		StopTimeout: func() *int {
 			s := 2
 			return &s

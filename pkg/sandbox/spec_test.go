@@ -141,14 +141,14 @@ func TestBuildSpecOverridesImageLabels(t *testing.T) {
 		LabelManaged: "true", LabelName: "other", LabelProject: "/", LabelConfigHash: "x", LabelConfig: "{}",
 		LabelCreatedAt: "2000-01-01T00:00:00Z", LabelVersion: "v0", LabelProfile: "browser", LabelWorkspace: "none",
 		LabelCreateSettings: `[{"Key":"network","Values":["host"],"Source":{"Layer":"flag"}}]`,
-		LabelAgent:          agent.Version(), imagebuild.LabelDockerfileHash: "x",
+		LabelAgent:          agent.Version(), imagebuild.LabelDockerfileHash: "x", LabelPool: "0123456789abcdef",
 		"dev.sbx.agent-dir": "/home/u", "dev.sbx.future": "x", "org.example.title": "the image's own",
 	}
 	own := func(s *Spec) map[string]string {
 		return map[string]string{
 			LabelManaged: "true", LabelName: "app-1a2b3c", LabelProject: "/home/u/app", LabelConfigHash: s.Hash, LabelConfig: s.Shape,
 			LabelCreatedAt: "2023-11-14T22:13:20Z", LabelVersion: "v1", LabelProfile: "sandbox", LabelWorkspace: "ro",
-			LabelCreateSettings: "", LabelAgent: "", LabelToolbox: "",
+			LabelCreateSettings: "", LabelAgent: "", LabelToolbox: "", LabelPool: "",
 		}
 	}
 	plain := buildTestSpec(t, nil)
@@ -626,5 +626,21 @@ func TestConfigShapeEgress(t *testing.T) {
 	}
 	if got := ShapeDiff(debian, shape("@debian", "pypi.org")); !reflect.DeepEqual(got, []string{"egress"}) {
 		t.Errorf("another destination: ShapeDiff = %v, want [egress]", got)
+	}
+}
+
+// A pooled sandbox is made under its pool name and claimed by a rename: nothing it was made
+// with may tell it from a sandbox created under the name it gets, but for its pool label.
+func TestBuildSpecPooled(t *testing.T) {
+	plain := buildTestSpec(t, nil)
+	pooled := buildTestSpec(t, func(in *SpecInput) { in.Name, in.PoolKey = "pool-0123456789", "k1" })
+	if plain.Container.Hostname != Hostname || pooled.Container.Hostname != Hostname {
+		t.Errorf("hostnames %q and %q, want %q for every sandbox", plain.Container.Hostname, pooled.Container.Hostname, Hostname)
+	}
+	if plain.Container.Labels[LabelPool] != "" || pooled.Container.Labels[LabelPool] != "k1" {
+		t.Errorf("pool labels %q and %q", plain.Container.Labels[LabelPool], pooled.Container.Labels[LabelPool])
+	}
+	if plain.Hash != pooled.Hash || plain.Shape != pooled.Shape {
+		t.Error("the pool key or the name changed the config hash")
 	}
 }

@@ -160,6 +160,12 @@ func (m *Manager) removeRemains(ctx context.Context, name string) error {
 	case !errors.As(err, &nf):
 		return err
 	}
+	return m.removeLeftovers(ctx, name)
+}
+
+// removeLeftovers removes what sbx names after sandbox name, whose container is gone: its
+// networks, volumes, overlay layers and state.
+func (m *Manager) removeLeftovers(ctx context.Context, name string) error {
 	if err := m.removeEgress(ctx, name, true); err != nil {
 		return err
 	}

@@ -108,13 +108,14 @@ func atLevels(name string) map[string]*group {
 
 var (
 	probesGroups = atLevels("probes from inside")
+	claimedGroup = &group{name: "probes from inside (a sandbox taken from the pool)"}
 	abuseGroup   = &group{name: "resource abuse"}
 	configGroup  = &group{name: "hostile configuration"}
 	filesGroup   = &group{name: "hostile files"}
 	faultsGroup  = &group{name: "load and faults"}
 	trustGroup   = &group{name: "untrusted project files"}
 	groups       = []*group{
-		probesGroups[config.IsolationContainer], probesGroups[config.IsolationGVisor],
+		probesGroups[config.IsolationContainer], probesGroups[config.IsolationGVisor], claimedGroup,
 		abuseGroup, configGroup, filesGroup, faultsGroup, trustGroup,
 	}
 	cannotPrefix = "cannot run here: "

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/volume"
+
 	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
@@ -75,19 +78,34 @@ const zeroCaps = "0000000000000000"
 // gVisor's kernel answers otherwise than Linux, the case says what each level must answer.
 func TestProbesFromInside(t *testing.T) {
 	for _, iso := range isolations {
-		t.Run(iso, func(t *testing.T) { probesFromInside(t, iso) })
+		t.Run(iso, func(t *testing.T) { probesFromInside(t, iso, false) })
 	}
+	// A sandbox taken from the pool must hold as one created for the command does, and answer
+	// every probe as a created sandbox of the same configuration does.
+	t.Run("claimed", func(t *testing.T) { probesFromInside(t, config.IsolationContainer, true) })
 }
 
-func probesFromInside(t *testing.T, iso string) {
+// probeWorkspace is where a sandbox's /workspace comes from, as its mount table shows it:
+// the project's directory, or for workspace none, the sandbox's volume.
+type probeWorkspace func(root string) bool
+
+func probesFromInside(t *testing.T, iso string, claimed bool) {
 	sc := probesGroups[iso].start(t)
+	if claimed {
+		sc = claimedGroup.start(t)
+	}
 	s := newSBX(t)
 	ctx := context.Background()
-	installProbe(t, s.Project, "probe", 0o755)
-	// The test runs as root on the host, so it can make what uid 1000 cannot make inside: a
-	// setuid-root binary, visible at /workspace/suid-probe.
-	if os.Geteuid() == 0 {
-		installProbe(t, s.Project, "suid-probe", 0o4755)
+	install := func(dir string) {
+		installProbe(t, dir, "probe", 0o755)
+		// The test runs as root on the host, so it can make what uid 1000 cannot make inside: a
+		// setuid-root binary, visible at /workspace/suid-probe.
+		if os.Geteuid() == 0 {
+			installProbe(t, dir, "suid-probe", 0o4755)
+		}
+	}
+	if !claimed {
+		install(s.Project)
 	}
 	if os.Getenv("DOCKER_HOST") == "" {
 		// Set it explicitly, so a leak of the caller's engine address would be visible inside.
@@ -97,7 +115,17 @@ func probesFromInside(t *testing.T, iso string) {
 		}
 	}
 	name := sandboxName("probes-" + iso)
-	if r := s.Run("create", "-n", name, "--isolation", iso); r.Code != 0 {
+	key := name // what its volume and agent directory are named after
+	workspace := probeWorkspace(func(root string) bool { return strings.HasSuffix(s.Project, root) })
+	fresh := ""
+	if claimed {
+		name, fresh = sandboxName("probes-claimed"), sandboxName("probes-created")
+		key = claimedSandbox(t, s, name, fresh)
+		// Through the host, as the test runs as root: sbx cp would not keep a setuid bit.
+		install(volumePath(t, s, sandbox.VolumeName(key)))
+		install(volumePath(t, s, sandbox.VolumeName(fresh)))
+		workspace = func(root string) bool { return strings.HasSuffix(root, "/volumes/"+sandbox.VolumeName(key)+"/_data") }
+	} else if r := s.Run("create", "-n", name, "--isolation", iso); r.Code != 0 {
 		t.Fatalf("create: %s", r)
 	}
 	info, err := s.Eng.ContainerInspect(ctx, sandbox.ContainerName(name))
@@ -113,28 +141,36 @@ func probesFromInside(t *testing.T, iso string) {
 	cases = append(cases, identityProbes(os.Geteuid() == 0)...)
 	cases = append(cases, kernelProbes()...)
 	cases = append(cases, networkProbes()...)
-	cases = append(cases, hostProbes(s, info.ID, filepath.Join(s.Home, ".state", "sbx", "agent", name), iso)...)
+	cases = append(cases, hostProbes(s, info.ID, filepath.Join(s.Home, ".state", "sbx", "agent", key), iso, workspace)...)
 	if iso == config.IsolationGVisor {
 		cases = underGVisor(t, cases)
 	}
 
-	results := map[string]map[string]probeResult{}
-	for _, user := range []string{sandboxUser, rootNoCaps} {
-		var ops []string
-		for _, c := range cases {
-			if c.user == user && !slices.Contains(ops, c.op) {
-				ops = append(ops, c.op)
+	probe := func(name string) map[string]map[string]probeResult {
+		results := map[string]map[string]probeResult{}
+		for _, user := range []string{sandboxUser, rootNoCaps} {
+			var ops []string
+			for _, c := range cases {
+				if c.user == user && !slices.Contains(ops, c.op) {
+					ops = append(ops, c.op)
+				}
 			}
+			args := []string{"exec", "-n", name}
+			if user != "" {
+				args = append(args, "-u", user)
+			}
+			r := s.Run(append(append(args, "--", "/workspace/probe"), ops...)...)
+			if r.Code != 0 {
+				t.Fatalf("probe as %q in %s: %s", user, name, r)
+			}
+			results[user] = parseProbe(t, r.Stdout)
 		}
-		args := []string{"exec", "-n", name}
-		if user != "" {
-			args = append(args, "-u", user)
-		}
-		r := s.Run(append(append(args, "--", "/workspace/probe"), ops...)...)
-		if r.Code != 0 {
-			t.Fatalf("probe as %q: %s", user, r)
-		}
-		results[user] = parseProbe(t, r.Stdout)
+		return results
+	}
+	results := probe(name)
+	var created map[string]map[string]probeResult
+	if claimed {
+		created = probe(fresh)
 	}
 
 	hostAnswers := map[string]probeResult{}
@@ -154,11 +190,72 @@ func probesFromInside(t *testing.T, iso string) {
 					cannotRun(t, "this kernel lacks it: %s on the host answers %s (%s)", c.needs, h.Errno, h.Detail)
 				}
 			}
-			if err := c.judge(results[c.user][c.op]); err != nil {
+			got := results[c.user][c.op]
+			if claimed {
+				// The mount table names the container and the volume, which differ (the
+				// case's own check judges it); a refusal's value says how long it took.
+				want := created[c.user][c.op]
+				if c.op != "mounts" && (got.Errno != want.Errno || (got.Errno == "" && got.Value != want.Value)) {
+					t.Errorf("%s: the claimed sandbox answers %+v, a created one %+v", c.op, got, want)
+				}
+				if workspaceMode[c.op] {
+					return // what the created sandbox answers, checked above: workspace none is no read-only bind
+				}
+			}
+			if err := c.judge(got); err != nil {
 				t.Error(err)
 			}
 		})
 	}
+}
+
+// workspaceMode are the probes whose answer follows from the workspace mode (ro, for the
+// created sandboxes of the other levels), not from the isolation.
+var workspaceMode = map[string]bool{"create:/workspace/sbx-probe": true}
+
+// claimedSandbox makes sandbox name by taking it from the pool of a workspace-none project,
+// and sandbox fresh, of the same configuration, by creating it; it returns the pool name
+// name was made under.
+func claimedSandbox(t *testing.T, s *clitest.CLI, name, fresh string) string {
+	t.Helper()
+	s.Write(".sbx.yaml", "workspace: none\n")
+	created := s.In(t)
+	created.Env = append(created.Env, "SBX_POOL=0")
+	if r := created.Run("create", "-n", fresh); r.Code != 0 || strings.Contains(r.Stderr, "pool") {
+		t.Fatalf("create %s without a pool: %s", fresh, r)
+	}
+	s.Env = append(s.Env, "SBX_POOL=1")
+	if r := s.Run("pool", "fill"); r.Code != 0 {
+		t.Fatalf("pool fill: %s", r)
+	}
+	r := s.Run("create", "-n", name)
+	if r.Code != 0 || !strings.Contains(r.Stderr, fmt.Sprintf("sandbox %q taken from the pool", name)) {
+		t.Fatalf("create %s from the pool: %s", name, r)
+	}
+	info, err := s.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := info.Config.Labels[sandbox.LabelName]
+	if !strings.HasPrefix(key, sandbox.PoolPrefix) {
+		t.Fatalf("sandbox %s was made as %q, not by the pool", name, key)
+	}
+	// The claim started a refill; wait for it, so no fill runs beside the probes and the
+	// cleanup drains what it made.
+	if r := s.Run("pool", "fill"); r.Code != 0 {
+		t.Fatalf("pool fill: %s", r)
+	}
+	return key
+}
+
+// volumePath is where volume vol's files are on this machine (the engine is local).
+func volumePath(t *testing.T, s *clitest.CLI, vol string) string {
+	t.Helper()
+	list, err := s.Eng.VolumeList(context.Background(), volume.ListOptions{Filters: filters.NewArgs(filters.Arg("name", "^"+vol+"$"))})
+	if err != nil || len(list.Volumes) != 1 || list.Volumes[0].Mountpoint == "" {
+		t.Fatalf("volume %s: %+v %v", vol, list.Volumes, err)
+	}
+	return list.Volumes[0].Mountpoint
 }
 
 func filesystemProbes(cgroupV2 bool) []expect {
@@ -347,7 +444,7 @@ type mount struct {
 // virtualFS are file systems that hold no host files.
 var virtualFS = []string{"proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "devtmpfs"}
 
-func hostProbes(s *clitest.CLI, containerID, agentDir, iso string) []expect {
+func hostProbes(s *clitest.CLI, containerID, agentDir, iso string, workspace probeWorkspace) []expect {
 	h := func(name, op, value string) expect { return expect{area: "host", name: name, op: op, value: value} }
 	return []expect{
 		h("no DOCKER_HOST", "env:DOCKER_HOST", "unset"),
@@ -394,7 +491,7 @@ func hostProbes(s *clitest.CLI, containerID, agentDir, iso string) []expect {
 				switch {
 				case slices.Contains(virtualFS, m.FSType):
 				case m.Point == "/" && m.FSType == "overlay":
-				case m.Point == "/workspace" && strings.HasSuffix(s.Project, m.Root):
+				case m.Point == "/workspace" && workspace(m.Root):
 				case m.Point == sandbox.AgentMountPath && strings.HasPrefix(agentDir, s.Home+"/") && strings.HasSuffix(agentDir, m.Root):
 					// The sandbox's own agent directory in sbx's state directory.
 				case m.Point == sandbox.AgentBinaryPath && m.Root != "" && strings.HasSuffix(s.Bin, m.Root):

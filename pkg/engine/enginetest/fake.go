@@ -38,6 +38,7 @@ type FakeEngine struct {
 	ContainerListFn         func(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerStopFn         func(ctx context.Context, containerID string, options container.StopOptions) error
 	ContainerRemoveFn       func(ctx context.Context, containerID string, options container.RemoveOptions) error
+	ContainerRenameFn       func(ctx context.Context, containerID, newContainerName string) error
 	ContainerLogsFn         func(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerPauseFn        func(ctx context.Context, containerID string) error
 	ContainerUnpauseFn      func(ctx context.Context, containerID string) error
@@ -166,6 +167,13 @@ func (f *FakeEngine) ContainerRemove(ctx context.Context, containerID string, op
 		return f.unstubbed("ContainerRemove")
 	}
 	return f.ContainerRemoveFn(ctx, containerID, options)
+}
+
+func (f *FakeEngine) ContainerRename(ctx context.Context, containerID, newContainerName string) error {
+	if f.ContainerRenameFn == nil {
+		return f.unstubbed("ContainerRename")
+	}
+	return f.ContainerRenameFn(ctx, containerID, newContainerName)
 }
 
 func (f *FakeEngine) ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error) {
