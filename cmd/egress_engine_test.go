@@ -13,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -125,12 +126,20 @@ func TestCLIEgress(t *testing.T) {
 
 	// Another sandbox with a listener, which answers inside it but not from the first.
 	serve := make(chan struct{})
+	var served clitest.Result
 	go func() {
 		defer close(serve)
-		c.Run("exec", "-n", other, "--", "timeout", "60", "python3", "-m", "http.server", "8000")
+		served = c.Run("exec", "-n", other, "--", "timeout", "180", "python3", "-m", "http.server", "8000")
 	}()
 	otherAddr := ""
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+	// The deadline only fails a listener that never comes: making the other sandbox, its
+	// proxy and network took over a minute in a loaded CI run.
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
+		select {
+		case <-serve:
+			t.Fatalf("the other sandbox's listener ended before it answered: %s", served)
+		default:
+		}
 		if n, err := c.Eng.NetworkInspect(ctx, sandbox.EgressNetworkName(other), network.InspectOptions{}); err == nil && len(n.IPAM.Config) > 0 {
 			p := netip.MustParsePrefix(n.IPAM.Config[0].Subnet)
 			a := p.Addr().Next().Next().Next().String() // the sandbox's fixed address
