@@ -125,6 +125,11 @@ func TestCLIEgress(t *testing.T) {
 	}
 
 	// Another sandbox with a listener, which answers inside it but not from the first.
+	// Made first: two first commands at once on an egress sandbox can fail (one starts the
+	// proxy while the other's network is not there yet; not fixed, see the note).
+	if r := c.Run("create", "-n", other); r.Code != 0 {
+		t.Fatalf("create %s: %s", other, r)
+	}
 	serve := make(chan struct{})
 	var served clitest.Result
 	go func() {
