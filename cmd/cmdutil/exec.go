@@ -26,6 +26,9 @@ func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved)
 			"the engine's processes are not on this machine, and the command's watchdog is gone; \"sbx stop\" ends everything in the sandbox")
 	case res.TimedOut:
 		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout, timeoutHint(r, timeout))
+	case res.OOMKilled && res.SandboxKilled:
+		return errs.New(fmt.Errorf("killed: out of memory, limit %s; the sandbox stopped with everything in it (under gVisor the limit holds the sandbox as one), and the next command starts it again", config.FormatSize(r.Config.Memory)), 137,
+			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
 	case res.OOMKilled:
 		return errs.New(fmt.Errorf("killed: out of memory, limit %s", config.FormatSize(r.Config.Memory)), 137,
 			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))

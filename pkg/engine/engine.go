@@ -44,6 +44,7 @@ type Engine interface {
 	// ContainerRename gives a container a new name: how a pooled sandbox becomes the one a
 	// command asked for (the engine cannot change its labels, mounts or hostname).
 	ContainerRename(ctx context.Context, containerID, newContainerName string) error
+	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerPause(ctx context.Context, containerID string) error
 	ContainerUnpause(ctx context.Context, containerID string) error

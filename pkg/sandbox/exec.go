@@ -109,7 +109,10 @@ type ExecResult struct {
 	ExitCode  int
 	TimedOut  bool
 	OOMKilled bool
-	Canceled  bool
+	// SandboxKilled says the OOM kill took the whole sandbox, which then stopped: under
+	// gVisor the memory limit holds the sandbox as one (its kernel and every process in it).
+	SandboxKilled bool
+	Canceled      bool
 	// LeftRunning says sbx stopped waiting for a command past its timeout without being able
 	// to end it (the engine's exec on an engine whose processes sbx cannot see).
 	LeftRunning bool
@@ -158,6 +161,9 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	defer st.close()
 	if es, ok := st.(*execStream); ok {
 		es.wrapID, es.interactive = id, opts.Interactive
+		if sb.isGVisor() {
+			defer es.watchSandbox(ctx)()
+		}
 	}
 
 	if (opts.Interactive || opts.detach) && opts.Stdin != nil {
@@ -206,6 +212,9 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	// The backstop closes the stream it ended; waiting for it also keeps it from running
 	// once the command has ended.
 	fired := dl.stop()
+	if es, ok := st.(*execStream); ok && es.sandboxStopped.Load() {
+		return goneResult(m.sandboxGone(ctx, sb), res, errors.New("the engine closed the command's stream"))
+	}
 	var spawnErr *agent.SpawnError
 	if errors.As(streamErr, &spawnErr) {
 		if spawnErr.Exec {
@@ -227,13 +236,14 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	switch {
 	case errors.Is(err, errAgentLost) && !res.Canceled && !fired:
 		if gone := m.sandboxGone(ctx, sb); gone != nil {
-			return nil, gone
+			return goneResult(gone, res, nil)
 		}
 	case errors.Is(err, errAgentLost):
 	case errors.Is(err, errStillRunning) && (fired || res.Canceled):
 		code, res.LeftRunning = 137, true
 	case err != nil:
-		return nil, err
+		// An exec the engine forgot: the sandbox may have gone with it.
+		return goneResult(m.sandboxGone(ctx, sb), res, err)
 	}
 	res.ExitCode = code
 	res.Duration = m.Now().Sub(start)
@@ -248,7 +258,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		oom, err := st.oomKilled(ctx)
 		if err != nil {
 			if gone := m.sandboxGone(ctx, sb); gone != nil {
-				return nil, gone
+				return goneResult(gone, res, nil)
 			}
 		}
 		res.OOMKilled = code == 137 && oom
@@ -359,6 +369,8 @@ type execStream struct {
 	closeOnce sync.Once
 	ended     atomic.Bool // end ran
 	late      atomic.Bool // backstop ran
+	// sandboxStopped: watchSandbox saw the sandbox stop, and closed the stream.
+	sandboxStopped atomic.Bool
 	// wrapID names the command to execWrapper's helpers (Exec); interactive: its watchdog
 	// does not read stdin.
 	wrapID      string
@@ -498,6 +510,8 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		case err != nil:
 			return errs.Failure(fmt.Errorf("sandbox %q: the command was killed and the engine no longer answers: %w", sb.Name, err),
 				"the engine stopped or restarted while the command ran; check it with \"sbx doctor\" and run the command again")
+		case info.State != nil && !info.State.Running && info.State.OOMKilled:
+			return errSandboxOOM
 		case info.State != nil && !info.State.Running:
 			return errs.Failure(fmt.Errorf("sandbox %q stopped while the command ran (status %s); the command was killed with it", sb.Name, info.State.Status),
 				"run the command again: sbx exec starts the sandbox (an engine restart stops every sandbox)")
@@ -507,6 +521,51 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		if sleepCtx(ctx, 100*time.Millisecond) != nil {
 			return nil
 		}
+	}
+}
+
+// errSandboxOOM is a sandbox that the OOM killer stopped while a command ran in it.
+var errSandboxOOM = errors.New("the sandbox was killed for memory")
+
+// goneResult is Exec's answer when the sandbox may have gone under the command (gone, from
+// sandboxGone): killed for memory, the command's result is an OOM kill (137), res with what
+// Exec knew; stopped otherwise, gone itself; still running, other (nil: res stands).
+func goneResult(gone error, res *ExecResult, other error) (*ExecResult, error) {
+	switch {
+	case errors.Is(gone, errSandboxOOM):
+		res.ExitCode, res.OOMKilled, res.SandboxKilled = 137, true, true
+		return res, nil
+	case gone != nil:
+		return nil, gone
+	case other != nil:
+		return nil, other
+	}
+	return res, nil
+}
+
+// watchSandbox closes the stream when sandbox sb stops under it, and returns what stops the
+// watch. Under gVisor the engine keeps the stream of an exec in a sandbox that stopped open
+// for about ten minutes (measured: a memory bomb that killed the sandbox); under runc it
+// closes at once, which is why only gVisor sandboxes pay for the watch.
+func (s *execStream) watchSandbox(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	waitc, errc := s.m.Engine.ContainerWait(ctx, s.sb.ID, container.WaitConditionNotRunning)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-waitc:
+			s.sandboxStopped.Store(true)
+			s.close()
+		case err := <-errc:
+			if ctx.Err() == nil {
+				s.m.debugf("sandbox %q: cannot watch for its stop during the command: %v", s.sb.Name, err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

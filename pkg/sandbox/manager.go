@@ -137,6 +137,15 @@ func (s *Sandbox) IdleStop() time.Duration {
 	return shape.IdleStop
 }
 
+// isGVisor reports whether the sandbox runs under gVisor, from its config label.
+func (s *Sandbox) isGVisor() bool {
+	var shape struct {
+		Isolation string `json:"isolation"`
+	}
+	s.fromShape(&shape)
+	return shape.Isolation == config.IsolationGVisor
+}
+
 // hasOwnNetwork reports whether the sandbox was made with a network of its own (network.go).
 func (s *Sandbox) hasOwnNetwork() bool {
 	var shape struct {

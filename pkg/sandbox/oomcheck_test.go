@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,5 +46,56 @@ func TestOOMCheckIsBounded(t *testing.T) {
 	}
 	if err != nil || res.ExitCode != 137 || res.OOMKilled {
 		t.Errorf("want exit 137, no OOM: %+v %v", res, err)
+	}
+}
+
+// Under gVisor the engine keeps the stream of an exec open for minutes after the sandbox
+// stopped under it; the watch on the sandbox ends it, and an OOM kill of the whole sandbox is
+// the command's result (137, OOM, the sandbox with it), while any other stop is an error.
+func TestGVisorSandboxStopEndsTheExec(t *testing.T) {
+	for _, oom := range []bool{true, false} {
+		t.Run(fmt.Sprintf("oom=%v", oom), func(t *testing.T) {
+			never, hold := io.Pipe()
+			t.Cleanup(func() { hold.Close() })
+			var stopped atomic.Bool
+			fake := &enginetest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+				st := &container.State{Running: !stopped.Load(), Status: "running"}
+				if stopped.Load() {
+					st.Status, st.OOMKilled = "exited", oom
+				}
+				return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{State: st}}, nil
+			}}
+			fake.AnswerExecs(func([]string) enginetest.Answer { return enginetest.Answer{Stdout: never} })
+			fake.ContainerWaitFn = func(ctx context.Context, id string, cond container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
+				if id != "c1" || cond != container.WaitConditionNotRunning {
+					t.Errorf("ContainerWait(%q, %q)", id, cond)
+				}
+				waitc, errc := make(chan container.WaitResponse, 1), make(chan error, 1)
+				// The sandbox stops as soon as the command has started.
+				stopped.Store(true)
+				waitc <- container.WaitResponse{StatusCode: 137}
+				return waitc, errc
+			}
+			m := &Manager{Engine: fake, Now: time.Now}
+			sb := &Sandbox{Name: "box", ID: "c1", Status: "running", Labels: map[string]string{LabelConfig: `{"isolation":"gvisor"}`}}
+			done := make(chan struct{})
+			var res *ExecResult
+			var err error
+			go func() {
+				defer close(done)
+				res, err = m.Exec(context.Background(), sb, ExecOptions{Cmd: []string{"true"}})
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute): // only fails an Exec that waits on
+				t.Fatal("Exec still waits on a stream the engine keeps open after a minute")
+			}
+			switch {
+			case oom && (err != nil || res.ExitCode != 137 || !res.OOMKilled || !res.SandboxKilled):
+				t.Errorf("want an OOM kill of the sandbox: %+v %v", res, err)
+			case !oom && (err == nil || !strings.Contains(err.Error(), "stopped while the command ran")):
+				t.Errorf("want an error saying the sandbox stopped: %+v %v", res, err)
+			}
+		})
 	}
 }

@@ -39,6 +39,7 @@ type FakeEngine struct {
 	ContainerStopFn         func(ctx context.Context, containerID string, options container.StopOptions) error
 	ContainerRemoveFn       func(ctx context.Context, containerID string, options container.RemoveOptions) error
 	ContainerRenameFn       func(ctx context.Context, containerID, newContainerName string) error
+	ContainerWaitFn         func(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerLogsFn         func(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerPauseFn        func(ctx context.Context, containerID string) error
 	ContainerUnpauseFn      func(ctx context.Context, containerID string) error
@@ -174,6 +175,15 @@ func (f *FakeEngine) ContainerRename(ctx context.Context, containerID, newContai
 		return f.unstubbed("ContainerRename")
 	}
 	return f.ContainerRenameFn(ctx, containerID, newContainerName)
+}
+
+func (f *FakeEngine) ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
+	if f.ContainerWaitFn == nil {
+		errc := make(chan error, 1)
+		errc <- f.unstubbed("ContainerWait")
+		return nil, errc
+	}
+	return f.ContainerWaitFn(ctx, containerID, condition)
 }
 
 func (f *FakeEngine) ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error) {
