@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -262,5 +263,44 @@ func TestCLIEgressRefusesPrivateAnswers(t *testing.T) {
 	}
 	if !strings.HasPrefix(refused["loop.test"], "127.0.0.1") || !strings.HasPrefix(refused["meta.test"], "169.254.169.254") {
 		t.Errorf("the log does not show both refused after the lookup: %v\n%s", refused, r)
+	}
+}
+
+// Several first commands at once on a sandbox with egress make one sandbox, one proxy and
+// one network, and every command runs: before the create lock, one sbx could remove the
+// proxy and network the other had made and was starting ("network ... not found", 1 run in 4).
+func TestCLIEgressConcurrentFirstCommands(t *testing.T) {
+	c := newCLI(t)
+	name := cliRun + "-egressrace"
+	c.Write(".sbx.yaml", "egress: [deb.debian.org]\n")
+	c.Trust()
+	var wg sync.WaitGroup
+	results := make([]clitest.Result, 4)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.Run("exec", "-n", name, "--", "true")
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.Code != 0 {
+			t.Errorf("command %d: %s", i, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, kind := range []string{"sandbox", "proxy"} {
+		ctr := sandbox.ContainerName(name)
+		if kind == "proxy" {
+			ctr = sandbox.ProxyName(name)
+		}
+		if info, err := c.Eng.ContainerInspect(ctx, ctr); err != nil || info.State == nil || !info.State.Running {
+			t.Errorf("the %s after the commands: %v", kind, err)
+		}
+	}
+	if r := c.Run("exec", "-n", name, "--", "true"); r.Code != 0 {
+		t.Errorf("a command after them: %s", r)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -278,7 +279,10 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 			poolMissed = true
 		}
 		if IsNotFound(err) {
-			created, err := m.create(ctx, in)
+			created, err := m.createLocked(ctx, in)
+			if errors.Is(err, errNameTaken) {
+				continue
+			}
 			if cerrdefs.IsConflict(err) {
 				// Another sbx holds the name; the engine answers "not found" for it until its
 				// create completes, so wait a moment before adopting theirs.
@@ -357,6 +361,32 @@ func (m *Manager) ensure(ctx context.Context, in SpecInput, opts EnsureOptions) 
 		return res, nil
 	}
 	return nil, errs.Failure(fmt.Errorf("sandbox %q (container %s) kept changing while sbx tried to ensure it", in.Name, name), "another process is creating and removing it; try again")
+}
+
+// createLocked is create under sandbox in's create lock, so that two sbx making the same
+// sandbox at once do not undo each other's parts (measured: one removed the egress proxy and
+// network the other's start then missed). It returns errNameTaken when the sandbox appeared
+// while it waited for the lock. Without a state directory it is create alone.
+func (m *Manager) createLocked(ctx context.Context, in SpecInput) (*Sandbox, error) {
+	if m.State == nil {
+		return m.create(ctx, in)
+	}
+	path := m.State.createLockPath(in.Name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, errs.Failure(fmt.Errorf("sandbox %q: making its lock directory: %w", in.Name, err), "")
+	}
+	lock, err := flockFile(ctx, path, true, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, errs.Failure(fmt.Errorf("sandbox %q: taking its create lock: %w", in.Name, err), "")
+	}
+	defer lock.Close()
+	if _, err := m.Inspect(ctx, in.Name); !IsNotFound(err) {
+		return nil, errNameTaken
+	}
+	return m.create(ctx, in)
 }
 
 // Running returns sandbox name when it runs, for the commands that look at what runs inside

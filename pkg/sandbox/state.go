@@ -38,6 +38,11 @@ func (s *StateStore) idleLockPath(name string) string {
 	return filepath.Join(s.Dir, leaseDir, "."+name+".idle")
 }
 
+// createLockPath is the lock held while sandbox name is made (createLocked), beside its idle lock.
+func (s *StateStore) createLockPath(name string) string {
+	return filepath.Join(s.Dir, leaseDir, "."+name+".create")
+}
+
 // agentDir is the directory of sandbox name's agent socket (agent.go). It is computed from
 // the name every time, never read from a label, which an image can set.
 func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
@@ -180,6 +185,7 @@ func (s *StateStore) Remove(name string) error {
 	}
 	_ = s.remove(s.leasePath(name))
 	_ = s.remove(s.idleLockPath(name))
+	_ = s.remove(s.createLockPath(name))
 	if err := s.remove(s.path(name)); err != nil {
 		return fmt.Errorf("removing state of %q: %w", name, err)
 	}
