@@ -126,8 +126,7 @@ func TestCLIEgress(t *testing.T) {
 	}
 
 	// Another sandbox with a listener, which answers inside it but not from the first.
-	// Made first: two first commands at once on an egress sandbox can fail (one starts the
-	// proxy while the other's network is not there yet; not fixed, see the note).
+	// (Several first commands at once: TestCLIEgressConcurrentFirstCommands.)
 	if r := c.Run("create", "-n", other); r.Code != 0 {
 		t.Fatalf("create %s: %s", other, r)
 	}
