@@ -65,7 +65,8 @@ func newEngineCounter(t *testing.T, target string) *engineCounter {
 // A warm exec makes no request to the engine at all, which a counting socket in front of it
 // shows (the first exec, which creates the sandbox, is the control that it counts); drift,
 // stop, pause, -u and rm with a new sandbox of the same name all take the usual path and
-// behave as they did, and the next exec is warm again.
+// behave as they did, and the next exec is warm again. A sandbox made with a create flag is
+// warm without it, as it is current.
 func TestCLIWarmExec(t *testing.T) {
 	eng := enginetest.RealEngine(t)
 	target, ok := strings.CutPrefix(eng.DaemonHost(), "unix://")
@@ -151,5 +152,16 @@ func TestCLIWarmExec(t *testing.T) {
 	}
 	if r := exec("recreated, warm", true, "--", "cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"); strings.TrimSpace(r.Stdout) != "671088640" {
 		t.Errorf("recreated, warm: %s", r)
+	}
+
+	// Made with a flag, run without it: current by Ensure's rule, so warm too.
+	if r := c.Run("rm", "-f", name); r.Code != 0 {
+		t.Fatalf("rm: %s", r)
+	}
+	if r := c.Run("create", "-n", name, "--pids-limit", "300"); r.Code != 0 {
+		t.Fatalf("create --pids-limit 300: %s", r)
+	}
+	if r := exec("made with a flag", true, "--", "cat", "/sys/fs/cgroup/pids/pids.max"); strings.TrimSpace(r.Stdout) != "300" {
+		t.Errorf("made with a flag: %s", r)
 	}
 }

@@ -20,8 +20,8 @@ import (
 // that the sandbox runs, and a record sbx wrote when that run began says which container it
 // is and what it was made with. Every start with an agent writes the record (recordStart), in
 // sbx's state directory, never in the agent's directory (a sandbox under gVisor may write
-// there). A warm exec takes the usual path (Ensure) on anything else: no record, a config
-// hash that differs, another engine, a claim that does not match, another agent version, a
+// there). A warm exec takes the usual path (Ensure) on anything else: no record, a sandbox
+// that is not current by Ensure's rule (Resolver.Drift), another engine, a claim that does not match, another agent version, a
 // socket that is not the recorded one (the sandbox started again since, or was recreated),
 // one that refuses (stopped), an agent that does not greet in time (paused: the engine
 // accepts for it but it never answers), a lease taken while the agent stops the sandbox for
@@ -121,8 +121,8 @@ func IsNotWarm(err error) bool {
 	return errors.As(err, &nw)
 }
 
-// Warm returns sandbox in.Name, leased, when it runs as it was started with a config that
-// hashes as in does and its agent greets, without a call to the engine: the connection to
+// Warm returns sandbox in.Name, leased, when it runs as it was started, is current for in
+// (as Ensure tells) and its agent greets, without a call to the engine: the connection to
 // the agent goes to the next command run in it (Exec). Otherwise it returns an error for
 // which IsNotWarm holds, saying why, and the caller takes the usual path (Ensure), or another
 // error (the caller's context ended). See the comment at the top of this file.
@@ -178,18 +178,12 @@ func (m *Manager) startedSandbox(in SpecInput) (*Sandbox, startRecord, error) {
 	if err != nil {
 		return nil, rec, notWarmf("its start record: %v", err)
 	}
-	_, hash, err := in.Shape()
-	if err != nil {
-		return nil, rec, err
-	}
 	l := rec.Labels
 	switch {
 	case rec.Engine != m.Engine.DaemonHost():
 		return nil, rec, notWarmf("it was started on another engine (%s)", rec.Engine)
 	case l[LabelManaged] != "true" || l[LabelName] != key || (l[LabelPool] != "") != claimed || (claimed && rec.ID != claim.ID):
 		return nil, rec, notWarmf("its start record is not of sandbox %q", name)
-	case l[LabelConfigHash] != hash:
-		return nil, rec, notWarmf("its configuration differs from the one it started with")
 	case l[LabelAgent] != agent.Version():
 		return nil, rec, notWarmf("it runs another agent")
 	}
@@ -198,7 +192,24 @@ func (m *Manager) startedSandbox(in SpecInput) (*Sandbox, startRecord, error) {
 	if claimed {
 		sb.CreatedAt = claim.ClaimedAt
 	}
+	if !m.current(sb, in) {
+		return nil, rec, notWarmf("its configuration is not current, or cannot be resolved again")
+	}
 	return sb, rec, nil
+}
+
+// current applies Ensure's rule (Resolver.Drift) to sb as its start record describes it: the
+// config hash it carries is in's, or its project resolved again with the flags it was created
+// with and the ports it publishes (a sandbox made by sbx create --image, by sbx browser)
+// hashes to it. Drift reads the project's files then, never the engine. Without a resolver
+// only the hash counts.
+func (m *Manager) current(sb *Sandbox, in SpecInput) bool {
+	if m.Resolver == nil {
+		_, hash, err := in.Shape()
+		return err == nil && hash == sb.Hash()
+	}
+	d, err := m.Resolver.Drift(sb, &in)
+	return err == nil && d.Current
 }
 
 // leftThrowaway says whether a throwaway sandbox's record is not held by its sbx: one left

@@ -138,7 +138,7 @@ func TestWarmFallsBack(t *testing.T) {
 				in.Name = "other-123456"
 				return m
 			}},
-		{name: "a changed config", why: "its configuration differs",
+		{name: "a changed config", why: "not current",
 			change: func(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox, a *fakeAgent, in *sandbox.SpecInput) *sandbox.Manager {
 				in.Config.Memory *= 2
 				return m
