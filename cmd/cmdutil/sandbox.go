@@ -38,11 +38,18 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	home, _ := f.HomeDir()
 	ep, err := f.Endpoint()
 	if err != nil {
 		return nil, err
 	}
+	m := manager(f, eng, ep)
+	sweepThrowaways(ctx, f, m)
+	return m, nil
+}
+
+// manager is the sandbox manager of Manager on eng, the engine at ep.
+func manager(f *Factory, eng engine.Engine, ep engine.Endpoint) *sandbox.Manager {
+	home, _ := f.HomeDir()
 	m := &sandbox.Manager{
 		Engine: eng,
 		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
@@ -70,8 +77,7 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 	}
 	m.BuildProgress = progress.Show
 	m.Refill = func(name string) { refill(f, name) }
-	sweepThrowaways(ctx, f, m)
-	return m, nil
+	return m
 }
 
 // Resolver resolves configs for sandboxes as f's commands do, with no flags of their own.

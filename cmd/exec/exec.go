@@ -155,9 +155,16 @@ func execRun(ctx context.Context, opts *ExecOptions) error {
 		return hostRun(ctx, opts, r, env, timeout)
 	}
 
-	m, sb, release, err := ensure(ctx, f, r)
-	if err != nil {
-		return err
+	// A command in a running sandbox needs no engine call when its agent answers (-u needs
+	// the engine's exec; -d and --rm take the usual path).
+	m, sb, release, warm := (*sandbox.Manager)(nil), (*sandbox.Sandbox)(nil), func() {}, false
+	if !opts.Rm && !opts.Detach && opts.User == "" {
+		m, sb, release, warm = cmdutil.WarmSandbox(ctx, f, r)
+	}
+	if !warm {
+		if m, sb, release, err = ensure(ctx, f, r); err != nil {
+			return err
+		}
 	}
 	defer release()
 	if opts.Detach {

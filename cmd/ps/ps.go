@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -147,13 +147,13 @@ func StateText(e Entry) string {
 	return e.State
 }
 
-var plainWord = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+var plainWord = lazyre.New(`^[A-Za-z0-9_@%+=:,./-]+$`)
 
 // ShellJoin writes a command the way a POSIX shell would read it back.
 func ShellJoin(args []string) string {
 	quoted := make([]string, len(args))
 	for i, a := range args {
-		if plainWord.MatchString(a) {
+		if plainWord().MatchString(a) {
 			quoted[i] = a
 		} else {
 			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

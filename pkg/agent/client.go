@@ -42,9 +42,11 @@ func newClient(conn net.Conn) *Client {
 }
 
 // Hello waits for the agent's greeting and checks that it is this Version.
-func (c *Client) Hello() error {
+func (c *Client) Hello() error { return c.hello(helloWait) }
+
+func (c *Client) hello(wait time.Duration) error {
 	// A read deadline in the past ends a read that waits too long, without reading the clock.
-	t := time.AfterFunc(helloWait, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	t := time.AfterFunc(wait, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
 	typ, body, err := c.next()
 	if !t.Stop() && err == nil {
 		err = errors.New("greeting came too late")

@@ -50,7 +50,7 @@ var ErrRelayLost = errors.New("the connection inside the sandbox was reset")
 // round trips on every connection. Connected waits for both; otherwise the first read
 // returns a refused port as a *ConnectError.
 func DialPort(ctx context.Context, dir string, port int) (*Relay, error) {
-	conn, err := dial(ctx, dir)
+	conn, err := dial(ctx, dir, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -16,14 +16,15 @@ import (
 // socket, then reached through /proc/self/fd: a link planted there can never point sbx
 // elsewhere, and the path's length does not matter.
 func Dial(ctx context.Context, dir string) (*Client, error) {
-	conn, err := dial(ctx, dir)
+	conn, err := dial(ctx, dir, nil)
 	if err != nil {
 		return nil, err
 	}
 	return newClient(conn), nil
 }
 
-func dial(ctx context.Context, dir string) (net.Conn, error) {
+// dial connects to dir's agent.sock; with want, only when the socket is that one.
+func dial(ctx context.Context, dir string, want *SocketID) (net.Conn, error) {
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -40,6 +41,9 @@ func dial(ctx context.Context, dir string) (net.Conn, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return nil, fmt.Errorf("%s/%s is not a socket", dir, agentSocket)
+	}
+	if want != nil && socketID(&st) != *want {
+		return nil, errOtherSocket
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
@@ -148,4 +152,20 @@ func (h *Handoff) Close(passed bool) {
 		unix.Close(h.lfd)
 	}
 	unix.Close(h.dfd)
+}
+
+// StatSocket names the agent.sock in dir, without following a link.
+func StatSocket(dir string) (SocketID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(unix.AT_FDCWD, dir+"/"+agentSocket, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return SocketID{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return SocketID{}, fmt.Errorf("%s/%s is not a socket", dir, agentSocket)
+	}
+	return socketID(&st), nil
+}
+
+func socketID(st *unix.Stat_t) SocketID {
+	return SocketID{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
 }

@@ -14,10 +14,12 @@ var errUnsupported = errors.New("the agent's sockets need Linux")
 
 func Dial(context.Context, string) (*Client, error) { return nil, errUnsupported }
 
-func dial(context.Context, string) (net.Conn, error) { return nil, errUnsupported }
+func dial(context.Context, string, *SocketID) (net.Conn, error) { return nil, errUnsupported }
 
 type Handoff struct{}
 
 func ListenHandoff(string) (*Handoff, error)               { return nil, errUnsupported }
 func (*Handoff) Pass(context.Context, time.Duration) error { return errUnsupported }
 func (*Handoff) Close(bool)                                {}
+
+func StatSocket(string) (SocketID, error) { return SocketID{}, errUnsupported }

@@ -7,12 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -405,7 +405,7 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 		}
 	}
 	// The profiles' home tmpfs belongs to the sandbox user, whoever that turned out to be.
-	if uid, gid, ok := strings.Cut(c.User, ":"); ok && numericRE.MatchString(uid) && numericRE.MatchString(gid) {
+	if uid, gid, ok := strings.Cut(c.User, ":"); ok && numericRE().MatchString(uid) && numericRE().MatchString(gid) {
 		for i, t := range c.Tmpfs {
 			if t.Path != profileHome || r.Sources[fmt.Sprintf("tmpfs[%d]", i)].Layer != LayerProfile {
 				continue
@@ -452,7 +452,7 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 	}
 }
 
-var numericRE = regexp.MustCompile(`^[0-9]+$`)
+var numericRE = lazyre.New(`^[0-9]+$`)
 
 // normalise rewrites accepted spellings into the one form consumers see.
 func (r *Resolved) normalise() {
@@ -460,7 +460,7 @@ func (r *Resolved) normalise() {
 	switch {
 	case c.User == "root":
 		c.User = "0:0"
-	case numericRE.MatchString(c.User):
+	case numericRE().MatchString(c.User):
 		c.User += ":" + c.User
 	}
 	for _, caps := range []*[]string{&c.CapAdd, &c.CapDrop} {

@@ -8,24 +8,24 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 )
 
 var (
-	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	netNameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
-	hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
-	capNameRE  = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
-	apparmorRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_./-]*$`)
-	octalRE    = regexp.MustCompile(`^[0-7]{3,4}$`)
+	envNameRE  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	netNameRE  = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	hostNameRE = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
+	capNameRE  = lazyre.New(`^[A-Z][A-Z0-9_]*$`)
+	apparmorRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_./-]*$`)
+	octalRE    = lazyre.New(`^[0-7]{3,4}$`)
 )
 
 // ProtectedPaths are host paths no bind (and no project root) may be, be inside, or contain.
@@ -130,7 +130,7 @@ func (v *validator) image() {
 func (v *validator) user() {
 	u := v.c.User
 	uid, gid, ok := strings.Cut(u, ":")
-	if !ok || !numericRE.MatchString(uid) || !numericRE.MatchString(gid) {
+	if !ok || !numericRE().MatchString(uid) || !numericRE().MatchString(gid) {
 		v.refuse("user", u, "not a numeric uid:gid (names are looked up inside the image, which sbx does not trust)",
 			"set user to numbers such as 1000:1000, or root (0:0) if you really mean it")
 	}
@@ -174,11 +174,11 @@ func (v *validator) tmpfs() {
 					v.refuse(key, val, "size="+value+" is not a size above 0 (0 would mean unlimited)", "write a size such as size=256m")
 				}
 			case "mode":
-				if !octalRE.MatchString(value) {
+				if !octalRE().MatchString(value) {
 					v.refuse(key, val, "mode="+value+" is not an octal mode", "write a mode such as mode=1777")
 				}
 			case "uid", "gid", "nr_inodes":
-				if !numericRE.MatchString(value) {
+				if !numericRE().MatchString(value) {
 					v.refuse(key, val, o+" is not a number", "write it as "+name+"=1000")
 				}
 			default:
@@ -215,7 +215,7 @@ func (v *validator) network() {
 		case !strings.HasPrefix(n, "container:"):
 			v.refuse("network", n, "network modes are case-sensitive", "write it as container:"+rest)
 		}
-	case !netNameRE.MatchString(n):
+	case !netNameRE().MatchString(n):
 		v.refuse("network", n, "not a network name", "use none, bridge or the name of a network from docker network ls")
 	}
 }
@@ -226,7 +226,7 @@ func (v *validator) capabilities() {
 			"keep ALL in capDrop; to bind ports below 1024 add NET_BIND_SERVICE to capAdd")
 	}
 	for i, c := range v.c.CapDrop {
-		if c != "ALL" && !capNameRE.MatchString(c) {
+		if c != "ALL" && !capNameRE().MatchString(c) {
 			v.refuse(fmt.Sprintf("capDrop[%d]", i), c, "not a capability name", "write names such as ALL or NET_RAW")
 		}
 	}
@@ -295,7 +295,7 @@ func (v *validator) env() {
 	for _, name := range slices.Sorted(maps.Keys(v.c.Env)) {
 		key, value := "env."+name, MaskEnv(name, v.c.Env[name])
 		switch {
-		case !envNameRE.MatchString(name):
+		case !envNameRE().MatchString(name):
 			v.refuse(key, value, "not a variable name (letters, digits and _, not starting with a digit)", "rename it")
 		case IsSecretName(name):
 			v.refuse(key, value, "looks like a secret: values in env are stored in the sandbox's container config, readable by anyone who can inspect it",
@@ -305,7 +305,7 @@ func (v *validator) env() {
 		}
 	}
 	for i, name := range v.c.PassEnv {
-		if !envNameRE.MatchString(name) {
+		if !envNameRE().MatchString(name) {
 			v.refuse(fmt.Sprintf("passEnv[%d]", i), name, "not a variable name (letters, digits and _, not starting with a digit)", "list host variable names such as GITHUB_TOKEN")
 		}
 	}
@@ -472,12 +472,12 @@ func (v *validator) securityProfiles() {
 	case ap == "":
 	case strings.EqualFold(ap, "unconfined"):
 		v.refuse("apparmorProfile", ap, "unconfined turns off AppArmor's confinement", "remove apparmorProfile to use the engine's default profile")
-	case !apparmorRE.MatchString(ap):
+	case !apparmorRE().MatchString(ap):
 		v.refuse("apparmorProfile", ap, "not an AppArmor profile name", "use the name of a loaded profile (aa-status lists them)")
 	}
 	switch rt := v.c.Runtime; {
 	case rt == "":
-	case !netNameRE.MatchString(rt):
+	case !netNameRE().MatchString(rt):
 		v.refuse("runtime", rt, "not a runtime name", "use a runtime the engine knows, such as runc or runsc (docker info lists them)")
 	case v.c.Isolation == IsolationGVisor:
 		v.refuse("runtime", rt, "isolation: gvisor already picks the runtime ("+GVisorRuntime+"), so the two disagree",
@@ -528,7 +528,7 @@ func (v *validator) lists() {
 	}
 	for i, h := range v.c.ExtraHosts {
 		name, ip, ok := strings.Cut(h, ":")
-		if !ok || !hostNameRE.MatchString(name) || (ip != "host-gateway" && net.ParseIP(ip) == nil) {
+		if !ok || !hostNameRE().MatchString(name) || (ip != "host-gateway" && net.ParseIP(ip) == nil) {
 			v.refuse(fmt.Sprintf("extraHosts[%d]", i), h, "not NAME:IP", "write entries such as db.local:10.0.0.5")
 		}
 	}
@@ -536,7 +536,7 @@ func (v *validator) lists() {
 
 // setupPackage is a package as sbx hands it to apt-get, npm or pip: a name with an optional
 // version or range, never an option (a leading "-") and nothing a shell would read.
-var setupPackage = regexp.MustCompile(`^[A-Za-z0-9@][A-Za-z0-9@/._~^<>=!*+:,\[\]-]*$`)
+var setupPackage = lazyre.New(`^[A-Za-z0-9@][A-Za-z0-9@/._~^<>=!*+:,\[\]-]*$`)
 
 func (v *validator) setup() {
 	for _, l := range []struct {
@@ -544,7 +544,7 @@ func (v *validator) setup() {
 		list         []string
 	}{{"setup.apt", "bc or bc=1.07.1-3+b1", v.c.Setup.Apt}, {"setup.npm", "typescript or typescript@5", v.c.Setup.Npm}, {"setup.pip", "requests or requests==2.32.3", v.c.Setup.Pip}} {
 		for i, p := range l.list {
-			if len(p) > 214 || !setupPackage.MatchString(p) {
+			if len(p) > 214 || !setupPackage().MatchString(p) {
 				v.refuse(fmt.Sprintf("%s[%d]", l.key, i), p, "not a package name with an optional version", "write one package a entry, such as "+l.example)
 			}
 		}

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 )
 
 // envItem, ulimitItem and bindItem are single elements of the map and list kinds, kept in the
@@ -27,12 +28,12 @@ type bindItem struct {
 	Bind        // Source as written; Resolve canonicalises it
 }
 
-var sizeRE = regexp.MustCompile(`(?i)^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`)
+var sizeRE = lazyre.New(`(?i)^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`)
 
 // ParseSize parses a size such as 512m, 2g, 1.5G, 64MiB or a plain number of bytes. Units are
 // powers of 1024, as Docker's are.
 func ParseSize(s string) (int64, error) {
-	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	m := sizeRE().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return 0, fmt.Errorf("%q is not a size such as 512m or 2g", s)
 	}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 )
 
 // entry is one key set by one layer. Scalars carry val; list and map kinds carry items, each
@@ -38,7 +39,7 @@ type fileResult struct {
 	sectionNames []string
 }
 
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLineRE = lazyre.New(`^yaml: line (\d+): (.*)$`)
 
 // parseFile strictly decodes a config file: unknown keys, wrong types, duplicate keys and
 // anything YAML-clever (merge keys, several documents) are problems with the file's line.
@@ -369,7 +370,7 @@ func nodeText(n *yaml.Node) string {
 func yamlProblem(src Source, err error) Problem {
 	msg := err.Error()
 	line := 0
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
 	}

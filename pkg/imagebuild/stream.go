@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/docker/docker/pkg/jsonmessage"
 
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/termtext"
 )
@@ -32,11 +32,11 @@ type BuildError struct {
 	derived     bool // the build of a setup (derive.go), not of a bundled profile
 }
 
-var commandFailed = regexp.MustCompile(`^The command '.*' returned a non-zero code: (\d+)$`)
+var commandFailed = lazyre.New(`^The command '.*' returned a non-zero code: (\d+)$`)
 
 func (e *BuildError) Error() string {
 	msg := e.Message
-	if m := commandFailed.FindStringSubmatch(msg); m != nil {
+	if m := commandFailed().FindStringSubmatch(msg); m != nil {
 		msg = "exit status " + m[1]
 	}
 	if e.Step == 0 {
@@ -51,7 +51,7 @@ func (e *BuildError) ExitCode() int { return errs.CodeFailure }
 // Hint suggests --network host when the step's output looks like the mirror was out of reach.
 func (e *BuildError) Hint() string {
 	if e.derived {
-		if unreachable.MatchString(e.Message + "\n" + strings.Join(e.Tail, "\n")) {
+		if unreachable().MatchString(e.Message + "\n" + strings.Join(e.Tail, "\n")) {
 			return "setup reaches the network only through sbx's egress proxy: add the destinations it needs to egress (@debian, @node and @python come with setup.apt, setup.npm and setup.pip)"
 		}
 		return "the failing step's last lines are above; fix the setup keys (sbx explain shows where they are set)"
@@ -80,10 +80,10 @@ func (e *BuildError) Summary() string {
 	return b.String()
 }
 
-var unreachable = regexp.MustCompile(`(?i)temporary failure resolving|could not resolve|failed to fetch|unable to connect|network is unreachable|connection timed out|no route to host`)
+var unreachable = lazyre.New(`(?i)temporary failure resolving|could not resolve|failed to fetch|unable to connect|network is unreachable|connection timed out|no route to host`)
 
 func networkHint(profile, network, text string) string {
-	if network == "host" || !unreachable.MatchString(text) {
+	if network == "host" || !unreachable().MatchString(text) {
 		return ""
 	}
 	return fmt.Sprintf("the build could not reach the Debian mirror; if this engine's bridge network has no internet access, build with: sbx image build %s --network host", profile)
@@ -105,7 +105,7 @@ type buildLog struct {
 	errMsg    string
 }
 
-var stepLine = regexp.MustCompile(`^Step (\d+)/(\d+) : (.*)$`)
+var stepLine = lazyre.New(`^Step (\d+)/(\d+) : (.*)$`)
 
 // eachMessage decodes the engine's stream of JSON messages (a build's, a pull's) and calls
 // each with every message, as sent and decoded, until each returns false or the stream ends.
@@ -211,15 +211,15 @@ func (l *buildLog) stepDone() {
 
 // builderNote matches the builder's own notes, which follow a step's output on the same
 // line when that output did not end with a newline.
-var builderNote = regexp.MustCompile(`(Removing intermediate container [0-9a-f]+| ---> (Running in [0-9a-f]+|Using cache|[0-9a-f]+))$`)
+var builderNote = lazyre.New(`(Removing intermediate container [0-9a-f]+| ---> (Running in [0-9a-f]+|Using cache|[0-9a-f]+))$`)
 
 func (l *buildLog) handleLine(raw string) {
 	line := termtext.Clean(raw)
-	if loc := builderNote.FindStringIndex(line); loc != nil && loc[0] > 0 {
+	if loc := builderNote().FindStringIndex(line); loc != nil && loc[0] > 0 {
 		l.handleLine(line[:loc[0]])
 		line = line[loc[0]:]
 	}
-	if m := stepLine.FindStringSubmatch(line); m != nil {
+	if m := stepLine().FindStringSubmatch(line); m != nil {
 		l.stepDone()
 		l.step, _ = strconv.Atoi(m[1])
 		l.steps, _ = strconv.Atoi(m[2])

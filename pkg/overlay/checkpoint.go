@@ -9,13 +9,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/hostfs"
 )
 
@@ -27,12 +27,12 @@ import (
 
 const opaqueRecord = "SCHILY.xattr.user.overlay.opaque"
 
-var labelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var labelRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // ValidLabel checks a checkpoint's label: letters, digits, '_', '.' and '-', at most 64,
 // starting with a letter or digit ("ls" names the listing command).
 func ValidLabel(label string) error {
-	if !labelRE.MatchString(label) || label == "ls" {
+	if !labelRE().MatchString(label) || label == "ls" {
 		return fmt.Errorf("checkpoint label %q: use letters, digits, '_', '.' and '-' (at most 64, not \"ls\")", label)
 	}
 	return nil

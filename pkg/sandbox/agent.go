@@ -249,13 +249,16 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 	if len(req) > agent.MaxRequest {
 		return nil, errs.New(fmt.Errorf("the command's arguments and variables take %d bytes, more than a command line may hold", len(req)), errs.CodeCannotExec, "pass large data on stdin or in a file (sbx cp)")
 	}
-	c, err := agent.Dial(ctx, m.agentDirOf(sb))
-	if err != nil {
-		return nil, noAgentf("sandbox %q: its agent did not answer: %v", sb.Name, err)
-	}
-	if err := c.Hello(); err != nil {
-		c.Close()
-		return nil, noAgentf("sandbox %q: its agent did not greet: %v", sb.Name, err)
+	c := sb.takeAgent() // greeted already by Warm
+	if c == nil {
+		var err error
+		if c, err = agent.Dial(ctx, m.agentDirOf(sb)); err != nil {
+			return nil, noAgentf("sandbox %q: its agent did not answer: %v", sb.Name, err)
+		}
+		if err := c.Hello(); err != nil {
+			c.Close()
+			return nil, noAgentf("sandbox %q: its agent did not greet: %v", sb.Name, err)
+		}
 	}
 	// Without -i the command reads an empty stdin, as from docker exec.
 	if err := c.Start(req, !opts.Interactive && !opts.detach); err != nil {
@@ -431,6 +434,7 @@ func (m *Manager) finishAgent(ctx context.Context, as *agentStart) {
 	}
 	as.h.Close(true)
 	as.h = nil
+	m.recordStart(as.sb)
 }
 
 // abandon closes what is left of as: sockets the agent did not take are removed, so a

@@ -1,9 +1,30 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // ClaimPooled lets the external tests claim as Ensure does, past its check that the sandbox
 // does not exist, as a second sbx that checked before the first claimed would.
 func (m *Manager) ClaimPooled(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	return m.claimPooled(ctx, in)
+}
+
+// RecordStart records sb's start as finishAgent does once its agent took the socket.
+func (m *Manager) RecordStart(sb *Sandbox) { m.recordStart(sb) }
+
+// AgentDir is the directory of sandbox name's agent socket.
+func (s *StateStore) AgentDir(name string) string { return s.agentDir(name) }
+
+// WriteClaim records that sandbox name is rec's pooled container, as a claim does.
+func (s *StateStore) WriteClaim(name, id, pooled string) error {
+	return s.writeClaim(name, claimRecord{ID: id, Pooled: pooled})
+}
+
+// SetWarmHello sets how long Warm waits for a greeting, until the test ends.
+func SetWarmHello(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := warmHello
+	warmHello = d
+	t.Cleanup(func() { warmHello = old })
 }

@@ -46,3 +46,14 @@ func flockFile(ctx context.Context, path string, exclusive, wait bool) (*os.File
 		}
 	}
 }
+
+// unheld reports whether the file at path exists and nobody holds a lock on it. It never
+// creates the file, nor keeps a lock.
+func unheld(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -87,6 +88,8 @@ type Sandbox struct {
 	// WritableHostPaths are the host directories and files the sandbox can write through
 	// its bind mounts, as the engine reports them (Inspect only).
 	WritableHostPaths []string
+	// agent is the greeted connection to its agent that Warm left for the next command.
+	agent *agent.Client
 }
 
 // key is the name the sandbox's volume, network and agent directory were made under.
@@ -838,6 +841,7 @@ func (m *Manager) forgetState(name string, agent bool) error {
 		return err
 	}
 	_ = m.State.remove(m.State.claimPath(name))
+	_ = m.State.remove(m.State.startedPath(name))
 	if agent {
 		_ = m.State.remove(m.State.agentLock(name))
 		if err := m.State.remove(m.State.agentDir(name)); err != nil {

@@ -173,27 +173,7 @@ func (s *StateStore) claimOf(name string) (claimRecord, bool) {
 
 // writeClaim records, atomically, that sandbox name is rec's container.
 func (s *StateStore) writeClaim(name string, rec claimRecord) error {
-	dir := filepath.Join(s.Dir, claimDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), s.claimPath(name))
+	return s.writeJSON(s.claimPath(name), rec)
 }
 
 // validPooled says whether c is a pooled container sbx made: its labels and its own name.

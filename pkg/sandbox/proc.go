@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -139,11 +139,11 @@ func IsProcNotFound(err error) bool {
 	return errors.As(err, &nf)
 }
 
-var procIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var procIDPattern = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidProcID checks a process ID given by a user before it becomes part of a path.
 func ValidProcID(id string) error {
-	if !procIDPattern.MatchString(id) {
+	if !procIDPattern().MatchString(id) {
 		return errs.Usagef("bad process ID %q: IDs are letters, digits, - and _ (sbx ps lists them)", id)
 	}
 	return nil
@@ -215,7 +215,7 @@ func ParseProcList(s string) ([]Proc, error) {
 			continue
 		}
 		f := strings.SplitN(line, "\t", 11)
-		if len(f) != 11 || !procIDPattern.MatchString(f[0]) {
+		if len(f) != 11 || !procIDPattern().MatchString(f[0]) {
 			return nil, fmt.Errorf("reading the process list: bad line %s", excerpt(line))
 		}
 		p := Proc{ID: f[0], State: "running"}

@@ -6,11 +6,11 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -101,9 +101,9 @@ type RunPlan struct {
 
 // javaNoise matches Java's string and character literals and comments, which are blanked
 // before looking for classes.
-var javaNoise = regexp.MustCompile(`"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|//[^\n]*|/\*(?s:.*?)\*/`)
+var javaNoise = lazyre.New(`"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|//[^\n]*|/\*(?s:.*?)\*/`)
 
-var javaClass = regexp.MustCompile(`\b((?:(?:public|final|abstract|static|strictfp|sealed)\s+)*)class\s+([A-Za-z_$][A-Za-z0-9_$]*)`)
+var javaClass = lazyre.New(`\b((?:(?:public|final|abstract|static|strictfp|sealed)\s+)*)class\s+([A-Za-z_$][A-Za-z0-9_$]*)`)
 
 // PlanRun checks a snippet and picks its file name. Java's file is named after the public
 // class, else the first class, which is also the class run.
@@ -118,7 +118,7 @@ func PlanRun(lang string, code []byte) (RunPlan, error) {
 	plan := RunPlan{Language: l, File: "main" + l.Ext}
 	if l.Name == "java" {
 		main := ""
-		for _, m := range javaClass.FindAllSubmatch(javaNoise.ReplaceAll(code, []byte(" ")), -1) {
+		for _, m := range javaClass().FindAllSubmatch(javaNoise().ReplaceAll(code, []byte(" ")), -1) {
 			if main == "" || strings.Contains(string(m[1]), "public") {
 				main = string(m[2])
 			}

@@ -8,11 +8,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -85,11 +85,11 @@ var shellListBody string
 // shellList lists the shell sessions: see scripts/shell_list.sh.
 var shellList = shellCommon + shellListBody
 
-var sessionPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var sessionPattern = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidSession checks a session name before it becomes part of a path.
 func ValidSession(name string) error {
-	if !sessionPattern.MatchString(name) {
+	if !sessionPattern().MatchString(name) {
 		return errs.Usagef("bad session name %q: use letters, digits, - and _ (at most 64)", name)
 	}
 	return nil
@@ -296,7 +296,7 @@ func ParseShellList(s string) ([]ShellSession, error) {
 			continue
 		}
 		f := strings.SplitN(line, "\t", 6)
-		if len(f) != 6 || !sessionPattern.MatchString(f[0]) {
+		if len(f) != 6 || !sessionPattern().MatchString(f[0]) {
 			return nil, fmt.Errorf("reading the session list: bad line %s", excerpt(line))
 		}
 		ss := ShellSession{Name: f[0], State: f[1], Cwd: f[5], StartedAt: epochTime(f[3])}

@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
@@ -155,7 +155,7 @@ func (m *Manager) copyToolbox(ctx context.Context, tag, dst string) error {
 }
 
 // appletName is what an applet's name may be: a single path element.
-var appletName = regexp.MustCompile(`^(\[|\[\[|[A-Za-z0-9][A-Za-z0-9._+-]*)$`)
+var appletName = lazyre.New(`^(\[|\[\[|[A-Za-z0-9][A-Za-z0-9._+-]*)$`)
 
 // linkApplets makes bin/NAME -> ../busybox in the toolbox at dir for each applet its image
 // listed, and bin/bash -> ../bash last (toolboxComplete looks for it). Links are relative, so
@@ -170,7 +170,7 @@ func linkApplets(dir string) error {
 	bin := filepath.Join(dir, "bin")
 	for sc.Scan() {
 		name := sc.Text()
-		if !appletName.MatchString(name) || name == "bash" {
+		if !appletName().MatchString(name) || name == "bash" {
 			return fmt.Errorf("the toolbox's applet list names %q, which is not an applet's name", name)
 		}
 		if err := os.Symlink("../busybox", filepath.Join(bin, name)); err != nil && !errors.Is(err, fs.ErrExist) {

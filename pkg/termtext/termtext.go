@@ -3,9 +3,10 @@
 package termtext
 
 import (
-	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sbx-sandbox/sbx/internal/lazyre"
 )
 
 // esc begins a terminal escape sequence, which Clean removes. Code under pkg/ never writes
@@ -13,7 +14,7 @@ import (
 // named by its number.
 const esc = string(rune(0x1b))
 
-var ansiEscape = regexp.MustCompile(esc + `\[[0-9;?]*[ -/]*[@-~]|` + esc + `[@-_]`)
+var ansiEscape = lazyre.New(esc + `\[[0-9;?]*[ -/]*[@-~]|` + esc + `[@-_]`)
 
 // Clean keeps what a terminal would show of a line: the text after its last carriage
 // return, without escape sequences or other control characters; tabs become spaces.
@@ -22,7 +23,7 @@ func Clean(s string) string {
 	if i := strings.LastIndexByte(s, '\r'); i >= 0 {
 		s = s[i+1:]
 	}
-	s = ansiEscape.ReplaceAllString(s, "")
+	s = ansiEscape().ReplaceAllString(s, "")
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r == '\t':
