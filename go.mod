@@ -72,10 +72,3 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
-
-// Copies whose regular expressions compile on first use, not at every sbx start (see
-// third_party/README.md).
-replace (
-	github.com/distribution/reference => ./third_party/reference
-	github.com/opencontainers/go-digest => ./third_party/go-digest
-)
