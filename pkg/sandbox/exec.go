@@ -498,6 +498,11 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		case err != nil:
 			return errs.Failure(fmt.Errorf("sandbox %q: the command was killed and the engine no longer answers: %w", sb.Name, err),
 				"the engine stopped or restarted while the command ran; check it with \"sbx doctor\" and run the command again")
+		case info.State != nil && !info.State.Running && info.State.OOMKilled && sb.underGVisor():
+			// Under gVisor the OOM killer takes the whole sandbox, whose kernel holds the
+			// memory. (A container's flag also counts an earlier command's kill in this run.)
+			return errs.Failure(fmt.Errorf("sandbox %q ran out of memory while the command ran: the OOM killer ended the sandbox, and the command with it", sb.Name),
+				"raise memory (sbx explain shows where it is set) or have the command use less; sbx exec starts the sandbox again")
 		case info.State != nil && !info.State.Running:
 			return errs.Failure(fmt.Errorf("sandbox %q stopped while the command ran (status %s); the command was killed with it", sb.Name, info.State.Status),
 				"run the command again: sbx exec starts the sandbox (an engine restart stops every sandbox)")

@@ -494,7 +494,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareAgentDir(in.Name, in.AgentDir, false); err != nil {
+	if err := prepareAgentDir(in.Name, in.AgentDir, agentOwnsSocket(in.Config.Isolation)); err != nil {
 		return nil, err
 	}
 	caLock, err := m.prepareCADir(ctx, in)
