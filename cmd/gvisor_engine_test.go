@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -281,5 +283,46 @@ func TestCLIGVisorConfig(t *testing.T) {
 	}
 	if r := c.Run("create", "-n", cliRun+"-gvi", "--isolation", "gvisor", "--idle-stop", "1m"); r.Code != 125 || !strings.Contains(r.Stderr, "gVisor keeps file locks to itself") {
 		t.Errorf("idleStop under gVisor: %s", r)
+	}
+}
+
+// A gVisor sandbox's agent binds its socket in a directory of the host user's state, whoever
+// that is: for sbx run by a user who is not root (nor the sandbox's uid) the socket still
+// lets it in (0666, made by the sandbox's uid), the directory is open to the sandbox (0777)
+// under a private parent (0700), and the next start empties it of what the sandbox left
+// there and the agent binds again.
+func TestCLIGVisorAgentOfAnotherUser(t *testing.T) {
+	c := newCLIAs(t, nonRootUID)
+	name := cliRun + "-gvu"
+	if r := c.Run("create", "-n", name, "--isolation", "gvisor"); r.Code != 0 {
+		t.Fatalf("create: %s", r)
+	}
+	dir := c.agentDir(name)
+	for i, when := range []string{"first start", "after a restart"} {
+		r := c.Run("exec", "-n", name, "--debug", "--", "sh", "-c", `tr '\0' ' ' </proc/$PPID/cmdline; echo left > /run/sbx-agent/left.`+strconv.Itoa(i))
+		if r.Code != 0 || !strings.Contains(r.Stdout, " __agent --own-socket ") || strings.Contains(r.Stderr, "engine's exec") {
+			t.Errorf("%s: not through the agent: %s", when, r)
+		}
+		want := map[string]os.FileMode{filepath.Dir(dir): 0o700 | os.ModeDir, dir: 0o777 | os.ModeDir, filepath.Join(dir, "agent.sock"): 0o666 | os.ModeSocket}
+		for path, mode := range want {
+			if fi, err := os.Lstat(path); err != nil || fi.Mode() != mode {
+				t.Errorf("%s: %s: %v %v, want %s", when, path, fi, err, mode)
+			}
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, "agent.sock")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1000 {
+			t.Errorf("%s: agent.sock is not the sandbox user's: %v %v", when, fi, err)
+		}
+		if r := c.Run("stop", name); r.Code != 0 {
+			t.Fatalf("stop: %s", r)
+		}
+	}
+	// The restart emptied the directory of what the first run left.
+	var names []string
+	entries, err := os.ReadDir(dir)
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if err != nil || !slices.Equal(names, []string{"agent.sock", "left.1"}) {
+		t.Errorf("after the second run the directory holds %q %v, want agent.sock and left.1", names, err)
 	}
 }
