@@ -472,7 +472,11 @@ func (m *Manager) killCommand(ctx context.Context, sb *Sandbox, user string, pid
 		st, err := m.startExec(ctx, sb, ExecOptions{User: user}, args, nil)
 		if err == nil {
 			st.ended.Store(true) // never itself the object of an end
+			// The stream does not end with ctx: an exec into a gVisor sandbox under a fork
+			// bomb went unanswered for minutes (measured).
+			stop := context.AfterFunc(ctx, st.close)
 			_ = st.copyOutput(io.Discard, io.Discard)
+			stop()
 			code, werr := st.wait(ctx)
 			st.close()
 			if werr == nil {
