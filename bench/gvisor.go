@@ -7,8 +7,10 @@ import (
 )
 
 // gvisorCases run exec under gVisor (isolation: gvisor) against the same under the default
-// runtime, both through sbx: warm in a running sandbox, cold in a new one. gVisor sandboxes
-// have no agent, so the warm case also pays the engine's exec that runc sandboxes skip.
+// runtime, both through sbx: warm in a running sandbox, cold in a new one. Both run commands
+// through sbx's agent (a gVisor sandbox's binds its own socket), so the warm case measures
+// what gVisor adds to starting a process: under the ptrace platform each exec (the agent's
+// shim, a Go program, then the command) costs a new address space in gVisor's kernel.
 func (b *bench) gvisorCases() []Case {
 	gv, warm := b.name("gvwarm"), b.name("warm")
 	var once sync.Once

@@ -109,7 +109,7 @@ ensure_file() {
 # and reloads dockerd with SIGHUP, which restarts no container; nothing changes when the
 # engine already lists the runtime with those flags.
 GVISOR_RUNTIME=runsc-sbx
-GVISOR_ARGS='["--platform=ptrace", "--network=host", "--oci-seccomp"]'
+GVISOR_ARGS='["--platform=ptrace", "--network=host", "--oci-seccomp", "--host-uds=create"]'
 gvisor_registered() {
 	docker info --format '{{json .Runtimes}}' 2>/dev/null | python3 -c '
 import json, sys

@@ -57,6 +57,9 @@ func TestInfoChecks(t *testing.T) {
 		{"gVisor registered without a flag sbx needs", func(i *system.Info) {
 			i.Runtimes["runsc-sbx"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: []string{"--platform=ptrace"}}}
 		}, "gvisor", StatusWarn},
+		{"gVisor registered by an earlier sbx, without the agent's flag", func(i *system.Info) {
+			i.Runtimes["runsc-sbx"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: []string{"--platform=ptrace", "--network=host", "--oci-seccomp"}}}
+		}, "gvisor", StatusWarn},
 		{"gVisor registered", func(i *system.Info) {
 			i.Runtimes["runsc-sbx"] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: sandbox.GVisorRuntimeArgs}}
 		}, "gvisor", StatusOK},
@@ -71,6 +74,9 @@ func TestInfoChecks(t *testing.T) {
 			}
 			if c.Status != StatusOK && c.Fix == "" {
 				t.Errorf("%s: a failed check must carry a fix", tt.check)
+			}
+			if strings.Contains(tt.name, "without the agent's flag") && (!strings.Contains(c.Detail, "lacks --host-uds=create") || !strings.Contains(c.Fix, `"--host-uds=create"`)) {
+				t.Errorf("the missing flag and the fix are not named: %+v", c)
 			}
 		})
 	}

@@ -45,12 +45,22 @@ var Version = sync.OnceValue(func() string {
 // Mode is the first argument that makes the sbx binary the agent (pkg/agent/agentd).
 const Mode = "__agent"
 
+// OwnSocket, right after Mode, makes the agent bind agent.sock in its directory itself
+// instead of taking it over handoff.sock (PROTOCOL.md, "Sockets"): gVisor cannot accept on
+// a listener made on the host.
+const OwnSocket = "--own-socket"
+
 // Cmd is the main process of a sandbox with an agent: the sbx binary mounted at exe, whose
 // directory is mounted at dir, that stops the sandbox after idleStop without use (0:
 // never; PROTOCOL.md, "Idle stop") and, with path, appends that directory to every
-// command's PATH (sbx's toolbox, after the image's own programs).
-func Cmd(exe, dir string, idleStop time.Duration, path string) []string {
-	cmd := []string{exe, Mode, dir, strconv.FormatInt(idleStop.Milliseconds(), 10)}
+// command's PATH (sbx's toolbox, after the image's own programs). With ownSocket it binds
+// its socket itself (OwnSocket).
+func Cmd(exe, dir string, idleStop time.Duration, path string, ownSocket bool) []string {
+	cmd := []string{exe, Mode}
+	if ownSocket {
+		cmd = append(cmd, OwnSocket)
+	}
+	cmd = append(cmd, dir, strconv.FormatInt(idleStop.Milliseconds(), 10))
 	if path != "" {
 		cmd = append(cmd, path)
 	}

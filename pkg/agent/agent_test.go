@@ -33,6 +33,8 @@ type hostAgent struct {
 	cmd  *exec.Cmd
 	logs chan string // the agent's stderr, line by line
 	path string      // the agent's PATH directory (agent.Cmd)
+	// ownSocket runs the agent with OwnSocket, as under gVisor: it binds agent.sock itself.
+	ownSocket bool
 }
 
 // startHostAgent runs the agent on the host after making its sockets, as starting a sandbox
@@ -86,7 +88,7 @@ func (a *hostAgent) listen() *Handoff {
 func (a *hostAgent) run(nofile int) {
 	t := a.t
 	t.Helper()
-	argv := Cmd(agenttest.Binary(t), a.dir, 0, a.path)
+	argv := Cmd(agenttest.Binary(t), a.dir, 0, a.path, a.ownSocket)
 	if nofile > 0 {
 		argv = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"}, argv...)
 	}
@@ -549,6 +551,46 @@ func leaveSockets(t *testing.T, dir string) {
 		if fi, err := os.Lstat(filepath.Join(dir, n)); err != nil || fi.Mode().Type() != os.ModeSocket {
 			t.Fatalf("%s was not left: %v %v", n, fi, err)
 		}
+	}
+}
+
+// Under gVisor the agent binds agent.sock itself (OwnSocket): over a socket a previous run
+// left, answering every host user (0666, from its umask, which commands do not inherit), and
+// with no hand-off; Await returns once it answers, and fails in time when nothing does.
+func TestAgentOwnSocket(t *testing.T) {
+	nobody := newHostAgent(t)
+	start := time.Now()
+	if err := Await(context.Background(), nobody.dir, 300*time.Millisecond); err == nil || !strings.Contains(err.Error(), "no answer within 300ms") {
+		t.Errorf("awaiting a directory without an agent: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("awaiting nobody took %s", took)
+	}
+
+	a := newHostAgent(t)
+	a.ownSocket = true
+	// What a killed run left: a socket file nobody listens on.
+	a.listen().Close(true)
+	leaveSockets(t, a.dir)
+	if err := os.Remove(filepath.Join(a.dir, handoffSocket)); err != nil {
+		t.Fatal(err)
+	}
+	a.run(0)
+	if err := Await(context.Background(), a.dir, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(a.dir)
+	if err != nil || len(entries) != 1 || entries[0].Name() != agentSocket {
+		t.Errorf("the agent directory: %v %v", entries, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(a.dir, agentSocket)); err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o666 {
+		t.Errorf("agent.sock: %v %v", fi, err)
+	}
+	umask := syscall.Umask(0o022)
+	syscall.Umask(umask)
+	r := a.exec(t, command("sh", "-c", "umask; echo ok"), nil)
+	if r.stdout != fmt.Sprintf("%04o\nok\n", umask) || r.code != 0 {
+		t.Errorf("a command through the agent's own socket: %+v", r)
 	}
 }
 

@@ -246,3 +246,27 @@ func Status(ctx context.Context, dir string) (string, error) {
 	}
 	return string(body), nil
 }
+
+// Await waits up to wait for the agent whose socket is in dir to answer, for an agent that
+// binds its socket itself (OwnSocket): until it has, there is no socket, or one that
+// refuses. It asks with S, which is no use of the sandbox.
+func Await(ctx context.Context, dir string, wait time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		_, err := Status(wctx, dir)
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("no answer within %s (%w)", wait, err)
+		case <-t.C:
+		}
+	}
+}

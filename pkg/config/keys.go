@@ -222,8 +222,8 @@ const (
 
 // GVisorRuntime is the engine runtime isolation: gvisor runs sandboxes under: runsc registered
 // with the flags sbx needs (the ptrace platform, the sandbox's own network namespace, sbx's
-// seccomp filter applied inside gVisor too), so a plain runsc registration cannot be mistaken
-// for it.
+// seccomp filter applied inside gVisor too, host sockets its agent can make), so a plain
+// runsc registration cannot be mistaken for it.
 const GVisorRuntime = "runsc-sbx"
 
 // EngineRuntime is the runtime the engine runs the sandbox under; "" is the engine's default.

@@ -487,7 +487,7 @@ func (v *validator) securityProfiles() {
 			"remove runtime and set isolation: gvisor")
 	}
 	if v.c.Isolation == IsolationGVisor && v.c.IdleStop != 0 {
-		v.refuse("idleStop", FormatDuration(v.c.IdleStop), "a sandbox stops itself through sbx's agent, which gVisor cannot hand its socket to",
+		v.refuse("idleStop", FormatDuration(v.c.IdleStop), "a sandbox stops itself through sbx's agent, which under gVisor cannot see the lock sbx holds while it works in the sandbox (gVisor keeps file locks to itself)",
 			"set idleStop to 0 (sbx stop, or sbx prune, stops it instead), or use isolation: container")
 	}
 }

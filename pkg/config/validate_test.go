@@ -127,7 +127,7 @@ func TestValidationRefuses(t *testing.T) {
 		{"runtime beside gvisor", project("isolation: gvisor\nruntime: kata\n"), "runtime", "isolation: gvisor already picks the runtime (runsc-sbx)"},
 		{"runtime runsc beside gvisor", func(f *fixture) { f.env["SBX_ISOLATION"] = "gvisor"; f.projectFile("runtime: runsc\n") }, "runtime", "the two disagree"},
 		{"sbx's gVisor runtime by name", project("runtime: runsc-sbx\n"), "runtime", "chosen by isolation: gvisor"},
-		{"idleStop under gvisor", project("isolation: gvisor\nidleStop: 15m\n"), "idleStop", "gVisor cannot hand its socket to"},
+		{"idleStop under gvisor", project("isolation: gvisor\nidleStop: 15m\n"), "idleStop", "gVisor keeps file locks to itself"},
 		{"isolation unknown", project("isolation: vm\n"), "isolation", "vm"},
 		{"dns", project("dns: [dns.google]\n"), "dns[0]", "not an IP address"},
 		{"egress unknown preset", project("egress: [pypi.org, \"\\u0040pyhton\"]\n"), "egress[1]", "unknown preset"},

@@ -128,7 +128,7 @@ tools:
 		flags: []config.Setting{{Key: "cpus", Values: []string{"2"}, Source: config.Source{Layer: config.LayerFlag, Name: "--cpus"}}},
 		opts: Options{Tool: "browser", Live: &Live{Reachable: true, Exists: true, Running: true, Status: "Up 3 minutes",
 			DifferingKeys: []string{"memory", "network"}, ApplyCommand: "sbx create --replace",
-			Commands: "engine exec", CommandsWhy: "isolation gvisor: gVisor cannot accept connections on the socket sbx hands over", Toolbox: true}},
+			Commands: "engine exec", CommandsWhy: "the engine cannot see this machine's files (a remote engine, or not Linux), so sbx cannot reach an agent's socket", Toolbox: true}},
 		trusted: true,
 	},
 	"untrusted": {project: "network: bridge\nmemory: 4g\npassEnv: [GITHUB_TOKEN]\nprofile: browser\n",

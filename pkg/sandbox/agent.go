@@ -25,10 +25,11 @@ import (
 // as its main process: sbx reaches it through a Unix socket in a host directory bind-mounted
 // read-only into the sandbox, and it starts commands without the engine's exec path. A
 // static sbx (CGO_ENABLED=0, as make build makes it) runs in any Linux image; one linked
-// dynamically needs a libc, which only the bundled images are sure to have. Sandboxes under
-// gVisor, on remote engines, or made by an sbx whose agent differs use the engine's exec
-// instead. This file is the lifecycle around it: where its directory is, handing it its
-// socket when a sandbox starts, and whether a command goes to it.
+// dynamically needs a libc, which only the bundled images are sure to have. Sandboxes on
+// remote engines, or made by an sbx whose agent differs, use the engine's exec instead. Under
+// gVisor the agent binds its socket itself (gvisoragent.go). This file is the lifecycle
+// around it: where its directory is, handing it its socket when a sandbox starts, and
+// whether a command goes to it.
 
 const (
 	// LabelAgent is the version of the agent a sandbox runs (agent.Version()); empty (or, from
@@ -41,10 +42,12 @@ const (
 	// AgentBinaryPath is where the sandbox sees sbx's binary, read-only: apart from the
 	// socket's directory, which sbx empties on every start.
 	AgentBinaryPath = "/run/sbx-agent-bin/sbx"
-	// agentWait bounds how long starting a sandbox waits for its agent to take its socket;
-	// an agent that comes later finds nobody and leaves commands to the engine's exec.
-	agentWait = 10 * time.Second
 )
+
+// agentWait bounds how long starting a sandbox waits for its agent to take its socket (or,
+// under gVisor, to answer on the one it binds); an agent that comes later finds nobody and
+// leaves commands to the engine's exec. A variable for tests.
+var agentWait = 10 * time.Second
 
 // AgentsSupported reports whether sandboxes on the engine at host can run the agent: the
 // engine must share this machine's filesystem, which a Unix socket here on Linux promises.
@@ -58,9 +61,7 @@ func AgentsSupported(host string) bool {
 }
 
 // agentDir is the host directory for the agent socket of a new sandbox name with cfg, or ""
-// when the sandbox gets no agent: no binary to run in it (see agentBinary), or gVisor, where
-// accept on the listener sbx hands over fails (EINVAL: gVisor cannot listen on a host socket
-// it was given).
+// when the sandbox gets no agent (noAgentReason).
 func (m *Manager) agentDir(name string, cfg config.Config) string {
 	if why := m.noAgentReason(cfg); why != "" {
 		m.debugf("sandbox %q gets no agent: %s", name, why)
@@ -77,8 +78,6 @@ func (m *Manager) noAgentReason(cfg config.Config) string {
 		return "the engine cannot see this machine's files (a remote engine, or not Linux), so sbx cannot reach an agent's socket"
 	case m.State == nil:
 		return "sbx has no state directory for the agent's socket"
-	case cfg.Isolation == config.IsolationGVisor:
-		return "isolation gvisor: gVisor cannot accept connections on the socket sbx hands over"
 	}
 	return m.agentBinaryProblem(cfg.Image)
 }
@@ -216,7 +215,7 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 func (m *Manager) agentReady(sb *Sandbox) error {
 	switch v := sb.Labels[LabelAgent]; {
 	case v == "":
-		why := "isolation gvisor, an engine that cannot see sbx's state directory, or made without one"
+		why := "made under gVisor by an older sbx, on an engine that cannot see sbx's state directory, or without one"
 		if p := m.agentBinaryProblem(sb.Image); p != "" {
 			why = p
 		}
@@ -326,17 +325,17 @@ func (m *Manager) spawnErr(sb *Sandbox, opts ExecOptions, e *agent.SpawnError) e
 
 // prepareAgentDir makes the host directory for the agent's socket, which the engine must
 // find to mount. The directory above is what keeps other host users away from a socket
-// anyone may open, so it is made private even if something created it open. With legacy
-// (a sandbox made by an sbx whose agent binds its own socket there, in a directory mounted
-// read-write) the directory is opened to every user, as that sbx did, or its agent could
-// not start; the sandbox then keeps that sbx's weakness, a directory it can write to, until
-// it is recreated.
-func prepareAgentDir(name, dir string, legacy bool) error {
+// anyone may open, so it is made private even if something created it open. With writable
+// (a sandbox whose agent binds its own socket there, in a directory mounted read-write:
+// gVisor's, see gvisoragent.go, or one made by an older sbx) the directory is opened to
+// every user, or its agent, whatever its uid, could not make the socket; an older sbx's
+// sandbox keeps that weakness, a directory it can write to, until it is recreated.
+func prepareAgentDir(name, dir string, writable bool) error {
 	if dir == "" {
 		return nil
 	}
 	mode := os.FileMode(0o755) // the sandbox user, whatever its uid, must reach handoff.sock
-	if legacy {
+	if writable {
 		mode = 0o777
 	}
 	if err := mountDir(dir, mode); err != nil {
@@ -365,6 +364,9 @@ type agentStart struct {
 	sb   *Sandbox
 	lock *os.File
 	h    *agent.Handoff
+	// await: the agent binds its socket itself (gvisoragent.go), and finishAgent waits
+	// for it to answer there.
+	await bool
 }
 
 // startContainer starts sb. For a sandbox with this sbx's agent it first makes the agent's
@@ -382,7 +384,8 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 		}
 		return nil, m.engineStart(ctx, sb)
 	}
-	if err := prepareAgentDir(sb.Name, dir, false); err != nil {
+	ownSocket := agentOwnsSocket(sb.isolation())
+	if err := prepareAgentDir(sb.Name, dir, ownSocket); err != nil {
 		return nil, err
 	}
 	lock, err := flockFile(ctx, m.State.agentLock(sb.key()), true, true)
@@ -405,6 +408,9 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 	if err := m.State.empty(dir); err != nil {
 		m.debugf("sandbox %q: clearing its agent directory: %v", sb.Name, err)
 	}
+	if ownSocket {
+		return m.startOwnSocket(ctx, as)
+	}
 	if err := m.linkIdleLock(sb.Name, dir); err != nil {
 		m.debugf("sandbox %q: no idle lock for its agent (%v); it will not stop for idleness", sb.Name, err)
 	}
@@ -425,6 +431,10 @@ func (m *Manager) finishAgent(ctx context.Context, as *agentStart) {
 		return
 	}
 	defer as.abandon()
+	if as.await {
+		m.awaitAgent(ctx, as.sb)
+		return
+	}
 	if as.h == nil {
 		return
 	}

@@ -50,7 +50,7 @@ func TestAgentRequest(t *testing.T) {
 // The agent's directory must not let other host users reach handoff.sock, which anyone may
 // open: the directory above is made private, even if it was made open before. The agent's
 // own directory is open to the sandbox user only to reach handoff.sock (0755), except for a
-// sandbox of an older sbx, whose agent binds its own socket there (0777).
+// sandbox whose agent binds its own socket there, under gVisor or made by an older sbx (0777).
 func TestPrepareAgentDirIsPrivate(t *testing.T) {
 	state := t.TempDir()
 	parent := filepath.Join(state, "agent")
@@ -129,7 +129,7 @@ func TestAgentBinaryProblem(t *testing.T) {
 	}{
 		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: static}, config.Config{Image: "debian:bookworm-slim"}, PathAgent, ""},
 		{&Manager{Agents: false, State: &StateStore{}, AgentBinary: static}, config.Config{Image: images.SandboxTag}, PathEngine, "the engine cannot see this machine's files"},
-		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: static}, config.Config{Image: images.SandboxTag, Isolation: config.IsolationGVisor}, PathEngine, "isolation gvisor"},
+		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: static}, config.Config{Image: images.SandboxTag, Isolation: config.IsolationGVisor}, PathAgent, ""},
 		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: dynamic}, config.Config{Image: "debian:bookworm-slim"}, PathEngine, "linked dynamically"},
 		{&Manager{Agents: true, State: &StateStore{}, AgentBinary: dynamic}, config.Config{Image: images.SandboxTag}, PathAgent, ""},
 	} {

@@ -161,7 +161,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	defer st.close()
 	if es, ok := st.(*execStream); ok {
 		es.wrapID, es.interactive = id, opts.Interactive
-		if sb.isGVisor() {
+		if sb.underGVisor() {
 			defer es.watchSandbox(ctx)()
 		}
 	}
@@ -484,7 +484,11 @@ func (m *Manager) killCommand(ctx context.Context, sb *Sandbox, user string, pid
 		st, err := m.startExec(ctx, sb, ExecOptions{User: user}, args, nil)
 		if err == nil {
 			st.ended.Store(true) // never itself the object of an end
+			// The stream does not end with ctx: an exec into a gVisor sandbox under a fork
+			// bomb went unanswered for minutes (measured).
+			stop := context.AfterFunc(ctx, st.close)
 			_ = st.copyOutput(io.Discard, io.Discard)
+			stop()
 			code, werr := st.wait(ctx)
 			st.close()
 			if werr == nil {
@@ -510,7 +514,9 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		case err != nil:
 			return errs.Failure(fmt.Errorf("sandbox %q: the command was killed and the engine no longer answers: %w", sb.Name, err),
 				"the engine stopped or restarted while the command ran; check it with \"sbx doctor\" and run the command again")
-		case info.State != nil && !info.State.Running && info.State.OOMKilled:
+		case info.State != nil && !info.State.Running && info.State.OOMKilled && sb.underGVisor():
+			// Under gVisor the OOM killer takes the whole sandbox, whose kernel holds the
+			// memory. (A container's flag also counts an earlier command's kill in this run.)
 			return errSandboxOOM
 		case info.State != nil && !info.State.Running:
 			return errs.Failure(fmt.Errorf("sandbox %q stopped while the command ran (status %s); the command was killed with it", sb.Name, info.State.Status),

@@ -28,3 +28,10 @@ func SetWarmHello(t interface{ Cleanup(func()) }, d time.Duration) {
 	warmHello = d
 	t.Cleanup(func() { warmHello = old })
 }
+
+// SetAgentWait shortens how long a start waits for its agent, until the test ends.
+func SetAgentWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := agentWait
+	agentWait = d
+	t.Cleanup(func() { agentWait = old })
+}

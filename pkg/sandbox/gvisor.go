@@ -18,8 +18,10 @@ import (
 // refuses a network namespace the engine made ("cannot run with network enabled in root
 // network namespace") for network none and bridge alike, while --network=host uses the
 // sandbox's own namespace for both; without --oci-seccomp runsc ignores the sandbox's
-// seccomp profile.
-var GVisorRuntimeArgs = []string{"--platform=ptrace", "--network=host", "--oci-seccomp"}
+// seccomp profile; --host-uds=create lets the sandbox's agent bind its socket in its host
+// directory (gvisoragent.go), the narrowest value that does: with "open" a socket bound
+// there stays inside gVisor, no host file appears.
+var GVisorRuntimeArgs = []string{"--platform=ptrace", "--network=host", "--oci-seccomp", "--host-uds=create"}
 
 // GVisorRuntimePath is where Debian's runsc package puts the binary.
 const GVisorRuntimePath = "/usr/bin/runsc"

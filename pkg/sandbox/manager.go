@@ -141,15 +141,6 @@ func (s *Sandbox) IdleStop() time.Duration {
 	return shape.IdleStop
 }
 
-// isGVisor reports whether the sandbox runs under gVisor, from its config label.
-func (s *Sandbox) isGVisor() bool {
-	var shape struct {
-		Isolation string `json:"isolation"`
-	}
-	s.fromShape(&shape)
-	return shape.Isolation == config.IsolationGVisor
-}
-
 // hasOwnNetwork reports whether the sandbox was made with a network of its own (network.go).
 func (s *Sandbox) hasOwnNetwork() bool {
 	var shape struct {
@@ -536,7 +527,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareAgentDir(in.Name, in.AgentDir, false); err != nil {
+	if err := prepareAgentDir(in.Name, in.AgentDir, agentOwnsSocket(in.Config.Isolation)); err != nil {
 		return nil, err
 	}
 	caLock, err := m.prepareCADir(ctx, in)

@@ -270,7 +270,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		}
 		secOpts = append(secOpts, "seccomp="+string(in.SeccompJSON))
 	} else {
-		profile, _ := defaultSeccomp()
+		profile, _ := seccompFor(cfg.Isolation)
 		secOpts = append(secOpts, "seccomp="+profile)
 	}
 	if cfg.ApparmorProfile != "" {
@@ -295,10 +295,12 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		if in.ToolboxDir != "" {
 			path = ToolboxMountPath + "/bin"
 		}
-		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop, path)
+		ownSocket := agentOwnsSocket(cfg.Isolation)
+		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop, path, ownSocket)
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
-		// its uid, can store a byte there or change a mode (EROFS).
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: true,
+		// its uid, can store a byte there or change a mode (EROFS). But for an agent that
+		// binds its socket itself, under gVisor (gvisoragent.go).
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.AgentDir, Target: AgentMountPath, ReadOnly: !ownSocket,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 			mount.Mount{Type: mount.TypeBind, Source: in.AgentBinary, Target: AgentBinaryPath, ReadOnly: true,
 				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
@@ -497,7 +499,8 @@ func shapeOf(cfg config.Config, raw []byte, projectRoot string, ports []string, 
 	}
 	switch {
 	case cfg.SeccompProfile == "":
-		kept["seccompProfile"], _ = json.Marshal(DefaultSeccompID())
+		_, id := seccompFor(cfg.Isolation)
+		kept["seccompProfile"], _ = json.Marshal(id)
 	case sums.seccomp != "":
 		kept["seccompProfile"], _ = json.Marshal(cfg.SeccompProfile + " sha256:" + sums.seccomp)
 	}

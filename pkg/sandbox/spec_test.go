@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
@@ -364,7 +365,7 @@ func TestBuildSpecAgent(t *testing.T) {
 		t.Fatalf("no AgentDir, yet cmd %q labels %v", plain.Container.Cmd, plain.Container.Labels)
 	}
 	spec := buildTestSpec(t, func(in *SpecInput) { in.AgentDir = "/state/agent/app-1a2b3c" })
-	if want := agent.Cmd(AgentBinaryPath, AgentMountPath, 0, ""); !slices.Equal(spec.Container.Cmd, want) {
+	if want := agent.Cmd(AgentBinaryPath, AgentMountPath, 0, "", false); !slices.Equal(spec.Container.Cmd, want) {
 		t.Errorf("cmd %q, want %q", spec.Container.Cmd, want)
 	}
 	if spec.Container.Labels[LabelAgent] != agent.Version() {
@@ -569,9 +570,11 @@ func TestBuildSpecCACerts(t *testing.T) {
 	}
 }
 
-// isolation: gvisor runs the sandbox under sbx's runsc registration, without the agent (gVisor
-// cannot accept on a listener handed over from the host), and shapes the sandbox; the default
-// leaves the hash of sandboxes made before the key as it was.
+// isolation: gvisor runs the sandbox under sbx's runsc registration, with an agent that binds
+// its own socket in its directory, mounted read-write (gVisor cannot accept on a listener
+// handed over from the host), and a seccomp filter that lets clone3 through to gVisor's
+// ENOSYS; it shapes the sandbox; the default leaves the hash of sandboxes made before the
+// key as it was.
 func TestBuildSpecGVisor(t *testing.T) {
 	base := buildTestSpec(t, nil)
 	explicit := buildTestSpec(t, func(in *SpecInput) { in.Config.Isolation = config.IsolationContainer })
@@ -601,8 +604,69 @@ func TestBuildSpecGVisor(t *testing.T) {
 	if u := lower.Host.Ulimits[0]; u.Name != "nproc" || u.Soft != 50 || u.Hard != 100 {
 		t.Errorf("a lower nproc of the config's was raised: %+v", u)
 	}
-	if gv.Hash == base.Hash || !slices.Equal(ShapeDiff(base.Shape, gv.Shape), []string{"isolation"}) {
-		t.Errorf("gvisor does not show as a change of isolation: %v", ShapeDiff(base.Shape, gv.Shape))
+	if gv.Hash == base.Hash || !slices.Equal(ShapeDiff(base.Shape, gv.Shape), []string{"isolation", "seccompProfile"}) {
+		t.Errorf("gvisor does not show as a change of isolation and its filter: %v", ShapeDiff(base.Shape, gv.Shape))
+	}
+
+	filter := func(s *Spec) (p struct {
+		DefaultAction string `json:"defaultAction"`
+		Syscalls      []struct {
+			Names    []string `json:"names"`
+			Action   string   `json:"action"`
+			ErrnoRet *uint    `json:"errnoRet"`
+		} `json:"syscalls"`
+	}) {
+		t.Helper()
+		for _, o := range s.Host.SecurityOpt {
+			if j, ok := strings.CutPrefix(o, "seccomp="); ok {
+				if err := json.Unmarshal([]byte(j), &p); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return p
+	}
+	// Every rule as in the default, but clone3's ENOSYS, which runsc turns into EPERM, and
+	// pselect6 also under gVisor's name.
+	bf, gf := filter(base), filter(gv)
+	if bf.DefaultAction != "SCMP_ACT_ERRNO" || gf.DefaultAction != "SCMP_ACT_ERRNO" || len(bf.Syscalls) != len(gf.Syscalls) || len(bf.Syscalls) < 10 {
+		t.Fatalf("filters: %s with %d rules (container), %s with %d (gvisor)", bf.DefaultAction, len(bf.Syscalls), gf.DefaultAction, len(gf.Syscalls))
+	}
+	changed := 0
+	for i, b := range bf.Syscalls {
+		g := gf.Syscalls[i]
+		if reflect.DeepEqual(b, g) {
+			continue
+		}
+		changed++
+		clone3 := slices.Equal(b.Names, []string{"clone3"}) && b.Action == "SCMP_ACT_ERRNO" && b.ErrnoRet != nil && *b.ErrnoRet == 38 &&
+			slices.Equal(g.Names, []string{"clone3"}) && g.Action == "SCMP_ACT_ALLOW" && g.ErrnoRet == nil
+		pselect := slices.Contains(b.Names, "pselect6") && b.Action == "SCMP_ACT_ALLOW" && g.Action == "SCMP_ACT_ALLOW" &&
+			slices.Equal(g.Names, append(slices.Clone(b.Names), "pselect"))
+		if !clone3 && !pselect {
+			t.Errorf("rule %d: %+v (container), %+v (gvisor)", i, b, g)
+		}
+	}
+	if changed != 2 {
+		t.Errorf("%d rules differ under gVisor, want clone3's and pselect6's", changed)
+	}
+
+	withAgent := func(iso string) *Spec {
+		return buildTestSpec(t, func(in *SpecInput) { in.Config.Isolation, in.AgentDir = iso, "/state/agent/app-1a2b3c" })
+	}
+	for _, tt := range []struct {
+		iso      string
+		own, rw  bool
+		wantArgs []string
+	}{
+		{config.IsolationContainer, false, false, []string{AgentBinaryPath, agent.Mode, AgentMountPath, "0"}},
+		{config.IsolationGVisor, true, true, []string{AgentBinaryPath, agent.Mode, agent.OwnSocket, AgentMountPath, "0"}},
+	} {
+		s := withAgent(tt.iso)
+		i := slices.IndexFunc(s.Host.Mounts, func(m mount.Mount) bool { return m.Target == AgentMountPath })
+		if !slices.Equal(s.Container.Cmd, tt.wantArgs) || i < 0 || s.Host.Mounts[i].ReadOnly == tt.rw || s.Host.Mounts[i].Source != "/state/agent/app-1a2b3c" {
+			t.Errorf("%s: cmd %q, mounts %+v", tt.iso, s.Container.Cmd, s.Host.Mounts)
+		}
 	}
 }
 

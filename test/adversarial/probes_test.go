@@ -477,9 +477,9 @@ func hostProbes(s *clitest.CLI, containerID, agentDir, iso string, workspace pro
 			}
 			var problems []string
 			// gVisor shows every file its gofer serves from the host as 9p with root "/", so
-			// only the mount point tells them apart: the root, the workspace and the engine's
-			// files, nothing else (no agent directory: gVisor sandboxes have no agent).
-			gofer := []string{"/", "/workspace", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf"}
+			// only the mount point tells them apart: the root, the workspace, the engine's
+			// files and sbx's agent (its directory and binary), nothing else.
+			gofer := []string{"/", "/workspace", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf", sandbox.AgentMountPath, sandbox.AgentBinaryPath}
 			for _, m := range ms {
 				if iso == config.IsolationGVisor && m.FSType == "9p" && slices.Contains(gofer, m.Point) {
 					continue
@@ -560,18 +560,22 @@ var gvisorAnswers = map[[2]string]gvisorAnswer{
 	{"statfs:/tmp", anyUser}:       {value: "rw", why: "statfs shows no mount options under gVisor"},
 	{"status:NoNewPrivs", anyUser}: {check: noStatusLine("NoNewPrivs"), why: "gVisor's status has no such line"},
 	{"status:CapAmb", anyUser}:     {check: noStatusLine("CapAmb"), why: "gVisor's status has no such line"},
-	// runsc exec does not give the processes it starts the container's seccomp filter (the
-	// container's first process has it: Seccomp 2), and every command of a gVisor sandbox
-	// is such a process. What the filter refuses in a container then reaches gVisor's own
-	// kernel, which implements it itself or not at all, never the host's: the host sees
-	// only gVisor's system calls, under gVisor's own filter.
-	{"status:Seccomp", anyUser}:            {value: "0", why: "runsc exec starts commands without the container's filter"},
-	{"unshare:user", anyUser}:              {value: "child ran", why: "a user namespace of gVisor's kernel"},
-	{"clone-newuser", anyUser}:             {value: "child ran", why: "a user namespace of gVisor's kernel"},
-	{"io_uring", anyUser}:                  {value: "ring created", why: "gVisor's own io_uring, not the host's"},
+	// Commands of the sandbox user run under sbx's agent, which has the container's seccomp
+	// filter and passes it on (Seccomp 2), so they get Linux's answers. "sbx exec -u" goes
+	// through runsc exec, which does not give the processes it starts the filter: what the
+	// filter refuses in a container then reaches gVisor's own kernel, which implements it
+	// itself or not at all, never the host's: the host sees only gVisor's system calls,
+	// under gVisor's own filter.
+	{"status:Seccomp", rootNoCaps}: {value: "0", why: "runsc exec starts commands without the container's filter"},
+	{"unshare:user", rootNoCaps}:   {value: "child ran", why: "a user namespace of gVisor's kernel"},
+	{"clone-newuser", rootNoCaps}:  {value: "child ran", why: "a user namespace of gVisor's kernel"},
+	{"io_uring", rootNoCaps}:       {value: "ring created", why: "gVisor's own io_uring, not the host's"},
+	{"keyctl", rootNoCaps}:         {errno: []string{"EACCES"}, why: "gVisor's keyring refuses"},
+	{"perf", rootNoCaps}:           {errno: []string{"ENODEV"}, why: "gVisor has no perf events"},
+	// gVisor's filter for sbx lets clone3 through (runsc would answer the rule's ENOSYS with
+	// EPERM, from which libc does not fall back: pkg/sandbox/seccomp.go), and gVisor has none.
+	{"clone3", anyUser}:                    {errno: []string{"ENOSYS"}, why: "gVisor has no clone3, which its filter lets through"},
 	{"mknod:/tmp/sbx-probe-null", anyUser}: {value: "created", why: "a node in gVisor's tmpfs opens gVisor's devices only"},
-	{"keyctl", anyUser}:                    {errno: []string{"EACCES"}, why: "gVisor's keyring refuses"},
-	{"perf", anyUser}:                      {errno: []string{"ENODEV"}, why: "gVisor has no perf events"},
 	{"socket:raw", anyUser}:                {errno: []string{"EAFNOSUPPORT"}, why: "no raw sockets with --network=host"},
 	{"socket:packet", anyUser}:             {errno: []string{"EAFNOSUPPORT"}, why: "no packet sockets with --network=host"},
 }

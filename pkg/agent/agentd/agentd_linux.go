@@ -13,7 +13,9 @@
 // constants, shared with the client. The socket's directory (Dir) is mounted read-only, so
 // nothing in the sandbox can store a byte there, the agent included: sbx binds the listening
 // socket on the host and passes it over handoff.sock, the one socket the agent connects to
-// (connecting needs no write access).
+// (connecting needs no write access). Under gVisor, which cannot accept on a listener made
+// on the host, the directory is mounted read-write and the agent binds the socket itself
+// (agent.OwnSocket).
 //
 // Ending a command: TERM to what belongs to it, then KILL after the grace period to what
 // still does. What belongs to it is its process group and session (the command starts as
@@ -77,15 +79,21 @@ type Options struct {
 	Exe      string // the binary the shim runs from: the agent's own
 	// Path is a directory every command's PATH ends with, after the request's variables.
 	Path string
+	// OwnSocket makes the agent bind Dir/agent.sock itself (agent.OwnSocket) rather than
+	// take the listener sbx hands over.
+	OwnSocket bool
 }
 
-// Main runs the agent with the arguments after agent.Mode (the directory, idleStop in
-// milliseconds, and a directory for PATH: agent.Cmd) and returns its exit code: 0 once it
-// stopped the sandbox for idleness.
+// Main runs the agent with the arguments after agent.Mode (agent.OwnSocket or not, the
+// directory, idleStop in milliseconds, and a directory for PATH: agent.Cmd) and returns its
+// exit code: 0 once it stopped the sandbox for idleness.
 func Main(args []string, env []string, stderr io.Writer, now func() time.Time) int {
 	opts := Options{Env: env, Stderr: stderr, Now: now, Exe: "/proc/self/exe"}
+	if len(args) > 0 && args[0] == agent.OwnSocket {
+		opts.OwnSocket, args = true, args[1:]
+	}
 	if len(args) < 1 || len(args) > 3 {
-		fmt.Fprintln(stderr, "sbx-agent: usage: sbx "+agent.Mode+" DIR [IDLE_STOP_MS [PATH_DIR]]")
+		fmt.Fprintln(stderr, "sbx-agent: usage: sbx "+agent.Mode+" ["+agent.OwnSocket+"] DIR [IDLE_STOP_MS [PATH_DIR]]")
 		return 2
 	}
 	opts.Dir = args[0]
@@ -170,7 +178,11 @@ func Run(opts Options) error {
 	}()
 	s.watch(s.wakeR, unix.EPOLLIN, handler{fn: s.reap})
 	warmThreads()
-	s.lst = s.takeListener()
+	if opts.OwnSocket {
+		s.lst = s.bindListener()
+	} else {
+		s.lst = s.takeListener()
+	}
 	s.listen(true)
 	if opts.IdleStop > 0 {
 		// Linked by sbx before the start; read-only is enough for a flock.
@@ -381,6 +393,44 @@ func (s *server) takeListener() int {
 		return -1
 	}
 	return fd
+}
+
+// bindListener is agent.sock, bound in Dir by the agent itself (agent.OwnSocket), or -1 when
+// it cannot be made. Under gVisor (runsc --host-uds=create) the socket appears in the host
+// directory, where sbx dials it. It lets in every user (0666, as sbx's own handoff.sock):
+// sbx may run as any host uid, and the private directory above keeps other host users out.
+// The mode comes from the umask at bind: gVisor refuses chmod on a host socket (EPERM).
+func (s *server) bindListener() int {
+	fd, err := bindSocket(filepath.Join(s.opts.Dir, "agent.sock"))
+	if err != nil {
+		s.logf("cannot make agent.sock (%v); commands will come through the engine's exec", err)
+		return -1
+	}
+	return fd
+}
+
+func bindSocket(path string) (int, error) {
+	// What a previous run left; sbx empties the directory before a start, so this is a
+	// restart it did not see (docker start).
+	if err := unix.Unlink(path); err != nil && err != unix.ENOENT {
+		return -1, err
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return -1, err
+	}
+	// No command runs yet: nothing else makes a file while the umask is changed.
+	old := unix.Umask(0o111)
+	err = unix.Bind(fd, &unix.SockaddrUnix{Name: path})
+	unix.Umask(old)
+	if err == nil {
+		err = unix.Listen(fd, 128)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }
 
 func receiveListener(path string) (_ int, err error) {
