@@ -432,7 +432,10 @@ func (m *Manager) finishAgent(ctx context.Context, as *agentStart) {
 	}
 	defer as.abandon()
 	if as.await {
-		m.awaitAgent(ctx, as.sb)
+		// The socket the agent made: a warm exec checks it is still that one (warm.go).
+		if m.awaitAgent(ctx, as.sb) {
+			m.recordStart(as.sb)
+		}
 		return
 	}
 	if as.h == nil {

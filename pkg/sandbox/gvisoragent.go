@@ -46,9 +46,12 @@ func (m *Manager) startOwnSocket(ctx context.Context, as *agentStart) (*agentSta
 }
 
 // awaitAgent waits, up to agentWait, for the agent of sandbox sb to answer on the socket it
-// binds itself. One that does not leaves commands to the engine's exec until it does.
-func (m *Manager) awaitAgent(ctx context.Context, sb *Sandbox) {
+// binds itself, and reports whether it did. One that does not leaves commands to the
+// engine's exec until it does.
+func (m *Manager) awaitAgent(ctx context.Context, sb *Sandbox) bool {
 	if err := agent.Await(ctx, m.agentDirOf(sb), agentWait); err != nil {
 		m.debugf("sandbox %q: its agent did not answer on its socket: %v; commands will go through the engine's exec", sb.Name, err)
+		return false
 	}
+	return true
 }
