@@ -85,8 +85,8 @@ func (e *env) copyOut(opts sandbox.CopyOutOptions) (*sandbox.CopyResult, error) 
 }
 
 func TestCopyRoundTrip100MiB(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		src := filepath.Join(t.TempDir(), "big.bin")
 		f, err := os.Create(src)
 		if err != nil {
@@ -121,8 +121,8 @@ func TestCopyRoundTrip100MiB(t *testing.T) {
 }
 
 func TestCopyRoundTrip2000Files(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		src := filepath.Join(t.TempDir(), "tree")
 		for i := range 2000 {
 			p := filepath.Join(src, fmt.Sprintf("d%02d", i%40), fmt.Sprintf("sub%d", i%3), fmt.Sprintf("f%04d.txt", i))
@@ -162,139 +162,149 @@ func TestCopyRoundTrip2000Files(t *testing.T) {
 }
 
 func TestCopyIntoTmpfsAndNoneWorkspaceIsVisibleToExec(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.Workspace = "none" })
-	src := filepath.Join(t.TempDir(), "note.txt")
-	if err := os.WriteFile(src, []byte("hello sandbox\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, dst := range []string{"/tmp/note.txt", "/workspace/note.txt", "/var/tmp/"} {
-		if _, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: dst}); err != nil {
-			t.Fatalf("copy to %s: %v", dst, err)
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, func(c *config.Config) { c.Workspace = "none" }))
+		src := filepath.Join(t.TempDir(), "note.txt")
+		if err := os.WriteFile(src, []byte("hello sandbox\n"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	o := e.sh("cat /tmp/note.txt /workspace/note.txt /var/tmp/note.txt; stat -c '%u:%g %a' /workspace/note.txt")
-	if o.stdout != "hello sandbox\nhello sandbox\nhello sandbox\n1000:1000 644\n" {
-		t.Errorf("after the copies: %q %q", o.stdout, o.stderr)
-	}
+		for _, dst := range []string{"/tmp/note.txt", "/workspace/note.txt", "/var/tmp/"} {
+			if _, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: dst}); err != nil {
+				t.Fatalf("copy to %s: %v", dst, err)
+			}
+		}
+		o := e.sh("cat /tmp/note.txt /workspace/note.txt /var/tmp/note.txt; find /workspace/note.txt -printf '%U:%G %m\\n'")
+		if o.stdout != "hello sandbox\nhello sandbox\nhello sandbox\n1000:1000 644\n" {
+			t.Errorf("after the copies: %q %q", o.stdout, o.stderr)
+		}
+	})
 }
 
 func TestCopyIntoReadOnlyPlacesIsRefused(t *testing.T) {
-	e := newEnv(t, nil) // workspace ro, read-only root
-	src := filepath.Join(t.TempDir(), "x")
-	if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for dst, mount := range map[string]string{"/workspace/x": "/workspace", "/workspace/": "/workspace", "/etc/x": "/", "/x": "/"} {
-		_, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: dst})
-		var ce *sandbox.CopyError
-		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyReadOnly || ce.Mount != mount {
-			t.Errorf("copy to %s: %v (%+v), want read-only at %s", dst, err, ce, mount)
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil)) // workspace ro, read-only root
+		src := filepath.Join(t.TempDir(), "x")
+		if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := os.Stat(filepath.Join(e.dir, "x")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the project got a file: %v", err)
-	}
+		for dst, mount := range map[string]string{"/workspace/x": "/workspace", "/workspace/": "/workspace", "/etc/x": "/", "/x": "/"} {
+			_, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: dst})
+			var ce *sandbox.CopyError
+			if !errors.As(err, &ce) || ce.Kind != sandbox.CopyReadOnly || ce.Mount != mount {
+				t.Errorf("copy to %s: %v (%+v), want read-only at %s", dst, err, ce, mount)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(e.dir, "x")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the project got a file: %v", err)
+		}
+	})
 }
 
 func TestCopyOutRefusesSymlinksAndFIFOs(t *testing.T) {
-	e := newEnv(t, nil)
-	if o := e.sh("mkdir -p /tmp/t && echo ok >/tmp/t/a && ln -s /etc/passwd /tmp/t/passwd && ln -s / /tmp/t/root && mkfifo /tmp/fifo && ln -s /etc/passwd /tmp/link"); o.res.ExitCode != 0 {
-		t.Fatalf("setup: %q", o.stderr)
-	}
-	parent := t.TempDir()
-	for _, tt := range []struct {
-		src  string
-		want func(error) bool
-	}{
-		{"/tmp/t", func(err error) bool { return errors.Is(err, archive.ErrSymlink) }},
-		{"/tmp/fifo", func(err error) bool { return errors.Is(err, archive.ErrFIFO) }},
-		{"/tmp/link", func(err error) bool {
-			var ce *sandbox.CopyError
-			return errors.As(err, &ce) && ce.Kind == sandbox.CopySymlink && ce.Target == "/etc/passwd"
-		}},
-	} {
-		done := make(chan error, 1)
-		go func() {
-			_, err := e.copyOut(sandbox.CopyOutOptions{Src: tt.src, Dst: filepath.Join(parent, "out")})
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			if !tt.want(err) {
-				t.Errorf("%s: %v", tt.src, err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("copying %s out hangs", tt.src)
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		if o := e.sh("mkdir -p /tmp/t && echo ok >/tmp/t/a && ln -s /etc/passwd /tmp/t/passwd && ln -s / /tmp/t/root && mkfifo /tmp/fifo && ln -s /etc/passwd /tmp/link"); o.res.ExitCode != 0 {
+			t.Fatalf("setup: %q", o.stderr)
 		}
-	}
-	if ents, _ := os.ReadDir(parent); len(ents) != 0 {
-		t.Errorf("refused copies wrote %v", ents)
-	}
+		parent := t.TempDir()
+		for _, tt := range []struct {
+			src  string
+			want func(error) bool
+		}{
+			{"/tmp/t", func(err error) bool { return errors.Is(err, archive.ErrSymlink) }},
+			{"/tmp/fifo", func(err error) bool { return errors.Is(err, archive.ErrFIFO) }},
+			{"/tmp/link", func(err error) bool {
+				var ce *sandbox.CopyError
+				return errors.As(err, &ce) && ce.Kind == sandbox.CopySymlink && ce.Target == "/etc/passwd"
+			}},
+		} {
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.copyOut(sandbox.CopyOutOptions{Src: tt.src, Dst: filepath.Join(parent, "out")})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !tt.want(err) {
+					t.Errorf("%s: %v", tt.src, err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("copying %s out hangs", tt.src)
+			}
+		}
+		if ents, _ := os.ReadDir(parent); len(ents) != 0 {
+			t.Errorf("refused copies wrote %v", ents)
+		}
+	})
 }
 
 func TestCopyInStripsSetuidAndKeepsOnlyOwnOwner(t *testing.T) {
-	e := newEnv(t, nil)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	_ = tw.WriteHeader(&tar.Header{Name: "suid", Typeflag: tar.TypeReg, Mode: 0o6755, Size: 2})
-	_, _ = tw.Write([]byte("x\n"))
-	tw.Close()
-	if _, err := e.copyIn(sandbox.CopyInOptions{Stream: &buf, Dst: "/tmp"}); err != nil {
-		t.Fatal(err)
-	}
-	if o := e.sh("stat -c '%a %u' /tmp/suid"); o.stdout != "755 1000\n" {
-		t.Errorf("setuid file: %q %q", o.stdout, o.stderr)
-	}
-
-	testenv.RequireRoot(t, "chowning files on the host for the -a cases")
-	dir := t.TempDir()
-	mine, theirs := filepath.Join(dir, "mine"), filepath.Join(dir, "theirs")
-	for _, p := range []string{mine, theirs} {
-		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		_ = tw.WriteHeader(&tar.Header{Name: "suid", Typeflag: tar.TypeReg, Mode: 0o6755, Size: 2})
+		_, _ = tw.Write([]byte("x\n"))
+		tw.Close()
+		if _, err := e.copyIn(sandbox.CopyInOptions{Stream: &buf, Dst: "/tmp"}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := os.Chown(mine, archive.DefaultUID, archive.DefaultGID); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(theirs, 4242, 4242); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.copyIn(sandbox.CopyInOptions{Src: mine, Dst: "/tmp/mine", KeepOwner: true}); err != nil {
-		t.Errorf("-a with the sandbox user's own file: %v", err)
-	}
-	_, err := e.copyIn(sandbox.CopyInOptions{Src: theirs, Dst: "/tmp/theirs", KeepOwner: true})
-	var ce *sandbox.CopyError
-	if !errors.As(err, &ce) || ce.Kind != sandbox.CopyOwner || !strings.Contains(err.Error(), "uid 4242") {
-		t.Errorf("-a with a foreign owner: %v", err)
-	}
-	if o := e.sh("ls -a /tmp"); strings.Contains(o.stdout, "theirs") || strings.Contains(o.stdout, ".sbx-cp") {
-		t.Errorf("a refused copy left: %q", o.stdout)
-	}
+		if o := e.sh("find /tmp/suid -printf '%m %U\\n'"); o.stdout != "755 1000\n" {
+			t.Errorf("setuid file: %q %q", o.stdout, o.stderr)
+		}
+
+		testenv.RequireRoot(t, "chowning files on the host for the -a cases")
+		dir := t.TempDir()
+		mine, theirs := filepath.Join(dir, "mine"), filepath.Join(dir, "theirs")
+		for _, p := range []string{mine, theirs} {
+			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chown(mine, archive.DefaultUID, archive.DefaultGID); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.copyIn(sandbox.CopyInOptions{Src: mine, Dst: "/tmp/mine", KeepOwner: true}); err != nil {
+			t.Errorf("-a with the sandbox user's own file: %v", err)
+		}
+		_, err := e.copyIn(sandbox.CopyInOptions{Src: theirs, Dst: "/tmp/theirs", KeepOwner: true})
+		var ce *sandbox.CopyError
+		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyOwner || !strings.Contains(err.Error(), "uid 4242") {
+			t.Errorf("-a with a foreign owner: %v", err)
+		}
+		if o := e.sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n'"); strings.Contains(o.stdout, "theirs") || strings.Contains(o.stdout, ".sbx-cp") {
+			t.Errorf("a refused copy left: %q", o.stdout)
+		}
+	})
 }
 
 func TestCopyInCleansSandboxLeftovers(t *testing.T) {
-	e := newEnv(t, nil)
-	if o := e.sh("mkdir -p /tmp/d/.sbx-cp-stale/item && echo half >/tmp/d/.sbx-cp-stale/item/f"); o.res.ExitCode != 0 {
-		t.Fatal(o.stderr)
-	}
-	src := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(src, []byte("whole\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/d/f"}); err != nil {
-		t.Fatal(err)
-	}
-	if o := e.sh("ls -A /tmp/d; cat /tmp/d/f"); o.stdout != "f\nwhole\n" {
-		t.Errorf("after the copy: %q", o.stdout)
-	}
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		if o := e.sh("mkdir -p /tmp/d/.sbx-cp-stale/item && echo half >/tmp/d/.sbx-cp-stale/item/f"); o.res.ExitCode != 0 {
+			t.Fatal(o.stderr)
+		}
+		src := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(src, []byte("whole\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/d/f"}); err != nil {
+			t.Fatal(err)
+		}
+		if o := e.sh("find /tmp/d -mindepth 1 -maxdepth 1 -printf '%f\\n'; cat /tmp/d/f"); o.stdout != "f\nwhole\n" {
+			t.Errorf("after the copy: %q", o.stdout)
+		}
+	})
 }
 
 func TestCopyIntoFullTmpfsWritesNothing(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, func(c *config.Config) {
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, func(c *config.Config) {
 			c.Tmpfs = []config.Tmpfs{{Path: "/tmp", Options: []string{"size=8m", "nosuid", "nodev", "noexec", "mode=1777"}}}
-		})
+		}))
 		src := filepath.Join(t.TempDir(), "big")
 		if err := os.WriteFile(src, make([]byte, 16<<20), 0o644); err != nil {
 			t.Fatal(err)
@@ -304,7 +314,7 @@ func TestCopyIntoFullTmpfsWritesNothing(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyNoSpace {
 			t.Fatalf("err = %v, want no space", err)
 		}
-		if o := e.sh("ls -A /tmp | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.stdout, "big") || strings.Contains(o.stdout, ".sbx-cp") {
+		if o := e.sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n' | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.stdout, "big") || strings.Contains(o.stdout, ".sbx-cp") {
 			t.Errorf("a failed copy left: %q", o.stdout)
 		}
 	})

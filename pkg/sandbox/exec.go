@@ -239,6 +239,11 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 			return goneResult(gone, res, nil)
 		}
 	case errors.Is(err, errAgentLost):
+	case err == nil && code == 128 && sb.underGVisor():
+		// runsc exec's own code when it lost the sandbox ("waiting on PID ...: EOF").
+		if gone := m.sandboxGone(ctx, sb); gone != nil {
+			return goneResult(gone, res, nil)
+		}
 	case errors.Is(err, errStillRunning) && (fired || res.Canceled):
 		code, res.LeftRunning = 137, true
 	case err != nil:

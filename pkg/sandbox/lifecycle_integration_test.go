@@ -55,16 +55,39 @@ func newEnv(t *testing.T, mutate func(*config.Config)) *env {
 	return newEnvVia(t, true, mutate)
 }
 
-// viaBoth runs f with sandboxes that have the agent and with sandboxes reached through the
-// engine's exec API (custom images, remote engines).
-func viaBoth(t *testing.T, f func(t *testing.T, agents bool)) {
-	for _, agents := range []bool{true, false} {
-		name := "agent"
-		if !agents {
-			name = "engine-exec"
-		}
-		t.Run(name, func(t *testing.T) { f(t, agents) })
+// isolations are the kernel boundaries every lifecycle test runs on: the same test, the same
+// assertions, unless a test says why an answer differs under gVisor.
+var isolations = []string{config.IsolationContainer, config.IsolationGVisor}
+
+// onEach runs f once for each isolation level, as a subtest named after it.
+func onEach(t *testing.T, f func(t *testing.T, iso string)) {
+	for _, iso := range isolations {
+		t.Run(iso, func(t *testing.T) { f(t, iso) })
 	}
+}
+
+// isolated is a mutate that sets the isolation level, then applies more.
+func isolated(iso string, more func(*config.Config)) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Isolation = iso
+		if more != nil {
+			more(c)
+		}
+	}
+}
+
+// viaBoth runs f on each isolation level with sandboxes that have the agent and with
+// sandboxes reached through the engine's exec API (custom images, remote engines).
+func viaBoth(t *testing.T, f func(t *testing.T, iso string, agents bool)) {
+	onEach(t, func(t *testing.T, iso string) {
+		for _, agents := range []bool{true, false} {
+			name := "agent"
+			if !agents {
+				name = "engine-exec"
+			}
+			t.Run(name, func(t *testing.T) { f(t, iso, agents) })
+		}
+	})
 }
 
 // newEnvVia is newEnv with the agent on or off. It checks from inside which way commands
@@ -169,8 +192,8 @@ func (e *env) leftovers() string {
 }
 
 func TestExecPrintsAndReuses(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvAgents(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvAgents(t, agents, isolated(iso, nil))
 		first := e.ensure()
 		if !first.Created {
 			t.Error("first Ensure did not create the sandbox")
@@ -200,8 +223,8 @@ func TestExecPrintsAndReuses(t *testing.T) {
 }
 
 func TestExecInteractiveStdin(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"wc", "-c"}, Interactive: true, Stdin: strings.NewReader(strings.Repeat("x", 100000))})
 		if o.res.ExitCode != 0 || strings.TrimSpace(o.stdout) != "100000" {
 			t.Errorf("exit %d stdout %q stderr %q", o.res.ExitCode, o.stdout, o.stderr)
@@ -211,38 +234,48 @@ func TestExecInteractiveStdin(t *testing.T) {
 
 // The posture is checked from inside, each probe asserting why it failed.
 func TestSandboxPostureFromInside(t *testing.T) {
-	e := newEnv(t, nil)
-	t.Setenv("SBX_HOST_MARKER", "leaked")
-	probes := []struct {
-		name, script, want string
-	}{
-		{"not root", `id -u`, "1000"},
-		{"no effective caps", `grep CapEff /proc/self/status`, "CapEff:\t0000000000000000"},
-		{"no bounding caps", `grep CapBnd /proc/self/status`, "CapBnd:\t0000000000000000"},
-		{"no new privileges", `grep NoNewPrivs /proc/self/status`, "NoNewPrivs:\t1"},
-		{"seccomp filter", `grep '^Seccomp:' /proc/self/status`, "Seccomp:\t2"},
-		{"root is read-only", `touch /probe 2>&1; true`, "Read-only file system"},
-		{"only loopback", `ls /sys/class/net | tr '\n' ' '`, "lo "},
-		{"tmp writable", `echo ok >/tmp/w && cat /tmp/w`, "ok"},
-		{"tmp not executable", `printf '#!/bin/sh\necho ran\n' >/tmp/x && chmod +x /tmp/x && /tmp/x 2>&1; true`, "Permission denied"},
-		{"workspace readable", `cat /workspace/hello.txt`, "from the host"},
-		{"workspace read-only", `(echo x >/workspace/new) 2>&1; true`, "Read-only file system"},
-		{"host env absent", `echo "marker=${SBX_HOST_MARKER:-absent}"`, "marker=absent"},
-		{"network unreachable", `python3 -c 'import socket; s=socket.socket(); s.settimeout(2); s.connect(("192.0.2.1", 80))' 2>&1; true`, "Network is unreachable"},
-	}
-	for _, p := range probes {
-		t.Run(p.name, func(t *testing.T) {
-			o := e.sh(p.script)
-			if !strings.Contains(o.stdout, p.want) {
-				t.Errorf("%s: got stdout %q stderr %q, want %q", p.script, o.stdout, o.stderr, p.want)
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		t.Setenv("SBX_HOST_MARKER", "leaked")
+		// gvisor is the answer under gVisor where its kernel words a refusal otherwise (a
+		// write to a read-only mount is EACCES there); the mount table then shows the
+		// mounts are read-only on both levels.
+		probes := []struct {
+			name, script, want, gvisor string
+		}{
+			{"not root", `id -u`, "1000", ""},
+			{"no effective caps", `grep CapEff /proc/self/status`, "CapEff:\t0000000000000000", ""},
+			{"no bounding caps", `grep CapBnd /proc/self/status`, "CapBnd:\t0000000000000000", ""},
+			{"no new privileges", `python3 -c 'import ctypes; print("nnp", ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'`, "nnp 1", ""},
+			{"seccomp filter", `grep '^Seccomp:' /proc/self/status`, "Seccomp:\t2", ""},
+			{"root is read-only", `touch /probe 2>&1; true`, "Read-only file system", "Permission denied"},
+			{"root is mounted read-only", `python3 -c 'import sys; print("mounted", [l.split()[3].split(",")[0] for l in open("/proc/self/mounts") if l.split()[1] == sys.argv[1]][-1])' /`, "mounted ro", ""},
+			{"only loopback", `python3 -c 'import socket; print(" ".join(n for _, n in socket.if_nameindex()) + ".")'`, "lo.", ""},
+			{"tmp writable", `echo ok >/tmp/w && cat /tmp/w`, "ok", ""},
+			{"tmp not executable", `printf '#!/bin/sh\necho ran\n' >/tmp/x && chmod +x /tmp/x && /tmp/x 2>&1; true`, "Permission denied", ""},
+			{"workspace readable", `cat /workspace/hello.txt`, "from the host", ""},
+			{"workspace read-only", `(echo x >/workspace/new) 2>&1; true`, "Read-only file system", "Permission denied"},
+			{"workspace mounted read-only", `python3 -c 'import sys; print("mounted", [l.split()[3].split(",")[0] for l in open("/proc/self/mounts") if l.split()[1] == sys.argv[1]][-1])' /workspace`, "mounted ro", ""},
+			{"host env absent", `echo "marker=${SBX_HOST_MARKER:-absent}"`, "marker=absent", ""},
+			{"network unreachable", `python3 -c 'import socket; s=socket.socket(); s.settimeout(2); s.connect(("192.0.2.1", 80))' 2>&1; true`, "Network is unreachable", ""},
+		}
+		for _, p := range probes {
+			if iso == config.IsolationGVisor && p.gvisor != "" {
+				p.want = p.gvisor
 			}
-		})
-	}
+			t.Run(p.name, func(t *testing.T) {
+				o := e.sh(p.script)
+				if !strings.Contains(o.stdout, p.want) {
+					t.Errorf("%s: got stdout %q stderr %q, want %q", p.script, o.stdout, o.stderr, p.want)
+				}
+			})
+		}
+	})
 }
 
 func TestTimeoutKillsProcessTree(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		start := time.Now()
 		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"sh", "-c", "sleep 100 & sleep 100"}, Timeout: 2 * time.Second})
 		if !o.res.TimedOut {
@@ -258,8 +291,8 @@ func TestTimeoutKillsProcessTree(t *testing.T) {
 }
 
 func TestTimeoutIgnoringTERMIsKilled(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "trap '' TERM; sleep 100 & while :; do sleep 1; done"}, Timeout: time.Second})
 		if !o.res.TimedOut || o.res.ExitCode != 137 {
 			t.Fatalf("want a KILL after the grace period: %+v", o.res)
@@ -290,10 +323,10 @@ func (w *onOutput) Write(p []byte) (int, error) {
 }
 
 func TestCancelKillsProcessTree(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
 		for _, interactive := range []bool{false, true} {
 			t.Run(fmt.Sprintf("interactive=%v", interactive), func(t *testing.T) {
-				e := newEnvVia(t, agents, nil)
+				e := newEnvVia(t, agents, isolated(iso, nil))
 				res := e.ensure()
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
@@ -314,8 +347,8 @@ func TestCancelKillsProcessTree(t *testing.T) {
 }
 
 func TestLeftoverBackgroundProcessesAreTerminated(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		o := e.sh("sleep 100 >/dev/null 2>&1 & echo started")
 		if o.res.ExitCode != 0 || o.stdout != "started\n" {
 			t.Fatalf("%+v %q", o.res, o.stdout)
@@ -332,8 +365,8 @@ func TestLeftoverBackgroundProcessesAreTerminated(t *testing.T) {
 }
 
 func TestForkBombThenUsable(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, func(c *config.Config) { c.PidsLimit = 64 })
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, func(c *config.Config) { c.PidsLimit = 64 }))
 		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
 		if !o.res.TimedOut {
 			t.Fatalf("fork bomb did not time out: %+v", o.res)
@@ -356,11 +389,16 @@ func TestForkBombThenUsable(t *testing.T) {
 }
 
 func TestMemoryBombIsReported(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, func(c *config.Config) { c.Memory, c.MemorySwap = 64<<20, 64<<20 })
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, func(c *config.Config) { c.Memory, c.MemorySwap = 64<<20, 64<<20 }))
 		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"python3", "-c", "x = bytearray(512 << 20)"}})
 		if o.res.ExitCode != 137 || !o.res.OOMKilled {
 			t.Fatalf("want an OOM kill: %+v stderr %q", o.res, o.stderr)
+		}
+		// Under gVisor the limit holds the sandbox's kernel and every process as one: the
+		// kill ends the sandbox, which the next command starts again.
+		if want := iso == config.IsolationGVisor; o.res.SandboxKilled != want {
+			t.Errorf("the OOM kill took the sandbox: %v, want %v", o.res.SandboxKilled, want)
 		}
 		if after := e.sh("echo alive"); after.stdout != "alive\n" {
 			t.Fatalf("sandbox unusable after OOM: %+v", after.res)
@@ -375,83 +413,87 @@ func TestMemoryBombIsReported(t *testing.T) {
 // Many first commands at once make one sandbox; many at once on a stopped one start it once.
 // Either way its agent gets its socket: only one start hands it over.
 func TestConcurrentEnsureMakesOneContainer(t *testing.T) {
-	e := newEnv(t, nil)
-	for _, round := range []string{"create", "restart"} {
-		var wg sync.WaitGroup
-		errCh := make(chan error, 20)
-		for i := 0; i < 20; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
-				if err != nil {
-					errCh <- err
-					return
-				}
-				defer res.Lease.Release()
-				var out bytes.Buffer
-				r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"true"}, Stdout: &out, Stderr: &out})
-				if err == nil && r.ExitCode != 0 {
-					err = fmt.Errorf("exit %d: %s", r.ExitCode, out.String())
-				}
-				if err != nil {
-					errCh <- err
-				}
-			}()
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		for _, round := range []string{"create", "restart"} {
+			var wg sync.WaitGroup
+			errCh := make(chan error, 20)
+			for i := 0; i < 20; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+					if err != nil {
+						errCh <- err
+						return
+					}
+					defer res.Lease.Release()
+					var out bytes.Buffer
+					r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"true"}, Stdout: &out, Stderr: &out})
+					if err == nil && r.ExitCode != 0 {
+						err = fmt.Errorf("exit %d: %s", r.ExitCode, out.String())
+					}
+					if err != nil {
+						errCh <- err
+					}
+				}()
+			}
+			wg.Wait()
+			close(errCh)
+			for err := range errCh {
+				t.Errorf("%s: %v", round, err)
+			}
+			list, err := e.m.Engine.ContainerList(context.Background(), container.ListOptions{All: true,
+				Filters: filters.NewArgs(filters.Arg("name", "^/"+sandbox.ContainerName(e.in.Name)+"$"))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 {
+				t.Errorf("%s: %d containers, want exactly 1", round, len(list))
+			}
+			e.checkTransport(true)
+			if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+				t.Fatal(err)
+			}
 		}
-		wg.Wait()
-		close(errCh)
-		for err := range errCh {
-			t.Errorf("%s: %v", round, err)
-		}
-		list, err := e.m.Engine.ContainerList(context.Background(), container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("name", "^/"+sandbox.ContainerName(e.in.Name)+"$"))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list) != 1 {
-			t.Errorf("%s: %d containers, want exactly 1", round, len(list))
-		}
-		e.checkTransport(true)
-		if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 }
 
 func TestConfigDrift(t *testing.T) {
-	e := newEnv(t, nil)
-	// The sandbox is made from its project as a command resolves it, then the project changes.
-	e.m.Resolver = testResolver(t, e.dir)
-	e.m.Resolver.ExtraLabels = e.in.ExtraLabels
-	e.in = e.resolve()
-	first, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{Replace: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, config.ProjectFileName), []byte("memory: 512m\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e.m.Resolver = testResolver(t, e.dir)
-	e.m.Resolver.ExtraLabels = e.in.ExtraLabels
-	e.in = e.resolve()
-	_, err = e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
-	var drift *sandbox.DriftError
-	if !errors.As(err, &drift) || strings.Join(drift.Keys, ",") != "memory,memorySwap" {
-		t.Fatalf("want a drift error naming memory: %v", err)
-	}
-	res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{RecreateIfIdle: true})
-	if err != nil || res.Sandbox.ID != first.Sandbox.ID || len(res.Drift) == 0 {
-		t.Fatalf("a busy sandbox must be kept with a drift report: %+v %v", res, err)
-	}
-	res, err = e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{Replace: true})
-	if err != nil || res.Sandbox.ID == first.Sandbox.ID {
-		t.Fatalf("replace did not recreate: %+v %v", res, err)
-	}
-	info, err := e.m.Engine.ContainerInspect(context.Background(), res.Sandbox.ID)
-	if err != nil || info.HostConfig.Memory != 512<<20 {
-		t.Fatalf("memory not applied: %v", err)
-	}
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		// The sandbox is made from its project as a command resolves it, then the project changes.
+		e.m.Resolver = testResolver(t, e.dir)
+		e.m.Resolver.ExtraLabels = e.in.ExtraLabels
+		e.in = e.resolve()
+		first, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{Replace: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, config.ProjectFileName), []byte("memory: 512m\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.m.Resolver = testResolver(t, e.dir)
+		e.m.Resolver.ExtraLabels = e.in.ExtraLabels
+		e.in = e.resolve()
+		_, err = e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{})
+		var drift *sandbox.DriftError
+		if !errors.As(err, &drift) || strings.Join(drift.Keys, ",") != "memory,memorySwap" {
+			t.Fatalf("want a drift error naming memory: %v", err)
+		}
+		res, err := e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{RecreateIfIdle: true})
+		if err != nil || res.Sandbox.ID != first.Sandbox.ID || len(res.Drift) == 0 {
+			t.Fatalf("a busy sandbox must be kept with a drift report: %+v %v", res, err)
+		}
+		res, err = e.m.Ensure(context.Background(), e.in, sandbox.EnsureOptions{Replace: true})
+		if err != nil || res.Sandbox.ID == first.Sandbox.ID {
+			t.Fatalf("replace did not recreate: %+v %v", res, err)
+		}
+		info, err := e.m.Engine.ContainerInspect(context.Background(), res.Sandbox.ID)
+		if err != nil || info.HostConfig.Memory != 512<<20 {
+			t.Fatalf("memory not applied: %v", err)
+		}
+	})
 }
 
 // resolve is the input a command run in e's project resolves for its sandbox.
@@ -471,37 +513,41 @@ func (e *env) resolve() sandbox.SpecInput {
 }
 
 func TestNoneWorkspaceIsPrivateAndWritable(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.Workspace = "none" })
-	o := e.sh("echo data >/workspace/f && cat /workspace/f && ls /workspace")
-	if o.res.ExitCode != 0 || !strings.Contains(o.stdout, "data") || strings.Contains(o.stdout, "hello.txt") {
-		t.Fatalf("%+v %q %q", o.res, o.stdout, o.stderr)
-	}
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, func(c *config.Config) { c.Workspace = "none" }))
+		o := e.sh("echo data >/workspace/f && cat /workspace/f && find /workspace -mindepth 1 -printf '%f\\n'")
+		if o.res.ExitCode != 0 || !strings.Contains(o.stdout, "data") || strings.Contains(o.stdout, "hello.txt") {
+			t.Fatalf("%+v %q %q", o.res, o.stdout, o.stderr)
+		}
+	})
 }
 
 func TestStopStartAndRemove(t *testing.T) {
-	e := newEnv(t, nil)
-	e.ensure()
-	if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.m.Remove(context.Background(), e.in.Name, false); err != nil {
-		t.Fatalf("removing a stopped sandbox: %v", err)
-	}
-	e.ensure()
-	if err := e.m.Remove(context.Background(), e.in.Name, false); err == nil {
-		t.Fatal("removed a running sandbox without force")
-	}
-	if err := e.m.Remove(context.Background(), e.in.Name, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.m.Inspect(context.Background(), e.in.Name); !sandbox.IsNotFound(err) {
-		t.Fatalf("still there: %v", err)
-	}
+	onEach(t, func(t *testing.T, iso string) {
+		e := newEnv(t, isolated(iso, nil))
+		e.ensure()
+		if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.m.Remove(context.Background(), e.in.Name, false); err != nil {
+			t.Fatalf("removing a stopped sandbox: %v", err)
+		}
+		e.ensure()
+		if err := e.m.Remove(context.Background(), e.in.Name, false); err == nil {
+			t.Fatal("removed a running sandbox without force")
+		}
+		if err := e.m.Remove(context.Background(), e.in.Name, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.m.Inspect(context.Background(), e.in.Name); !sandbox.IsNotFound(err) {
+			t.Fatalf("still there: %v", err)
+		}
+	})
 }
 
 func TestSandboxStoppedDuringExecIsReported(t *testing.T) {
-	viaBoth(t, func(t *testing.T, agents bool) {
-		e := newEnvVia(t, agents, nil)
+	viaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := newEnvVia(t, agents, isolated(iso, nil))
 		res := e.ensure()
 		out := &onOutput{want: "ready\n", f: func() { _ = e.m.Stop(context.Background(), e.in.Name) }}
 		_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"sh", "-c", "echo ready; exec sleep 100"}, Stdout: out, Stderr: io.Discard})

@@ -23,6 +23,16 @@ fail() { [ -n "$S" ] && clean "$S"; say error "$@"; exit 3; }
 isdir() { [ -d "$1" ] && [ ! -L "$1" ]; }
 exists() { [ -e "$1" ] || [ -L "$1" ]; }
 parent() { local p=${1%/*}; printf '%s' "${p:-/}"; }
+# mountOf prints the mount point holding directory $1, from the mount table: not stat -c %m,
+# which fails under gVisor 20221219 (coreutils passes statx AT_NO_AUTOMOUNT).
+mountOf() {
+	local p m best=/
+	p=$(cd -P -- "$1" 2>/dev/null && pwd) || p=$1
+	while read -r _ _ _ _ m _; do
+		case $p/ in "${m%/}"/*) [ ${#m} -gt ${#best} ] && best=$m ;; esac
+	done </proc/self/mountinfo
+	printf '%s' "$best"
+}
 d=${dst%/}
 if [ -d "$dst" ]; then
 	if [ "$kind" = c ] || [ "$kind" = s ]; then P=$dst merge=1
@@ -45,7 +55,7 @@ else
 fi
 if ! err=$(mkdir -m 700 -- "${P%/}/$prefix$id" 2>&1); then
 	case $err in
-	*"Read-only file system"*) fail rofs "$(stat -c %m -- "$P" 2>/dev/null)";;
+	*"Read-only file system"*) fail rofs "$(mountOf "$P")";;
 	*"Permission denied"*) fail denied "$P";;
 	*"No space left"*|*"quota exceeded"*) fail nospace "$P";;
 	*) fail mkdir "${err//$'\n'/ }";;
