@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -31,8 +32,13 @@ const (
 	BrowserPasswordEnv = "SBX_VNC_PASSWORD"
 )
 
-// BrowserStartTimeout is how long StartBrowser waits for Chromium's DevTools endpoint.
-const BrowserStartTimeout = 30 * time.Second
+// BrowserStartTimeout is how long StartBrowser waits for Chromium's DevTools endpoint;
+// gvisorBrowserStart under gVisor, where Chromium's start under the ptrace platform took 31 s
+// and more on a loaded 2-CPU machine (measured: 30 s was too short one start in five).
+const (
+	BrowserStartTimeout = 30 * time.Second
+	gvisorBrowserStart  = 4 * BrowserStartTimeout
+)
 
 // vncPasswordLen is what VNC authentication reads of a password: its first 8 characters.
 const vncPasswordLen = 8
@@ -42,7 +48,7 @@ const browserLogLines = 20
 
 // BrowserOptions tune StartBrowser.
 type BrowserOptions struct {
-	// Timeout bounds the wait for /json/version; 0 means BrowserStartTimeout.
+	// Timeout bounds the wait for /json/version; 0 means BrowserStartTimeout (more under gVisor).
 	Timeout time.Duration
 	// Rand is the source of the VNC password; nil means crypto/rand.
 	Rand io.Reader
@@ -125,7 +131,11 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 	sb.Status = "running"
 
 	timeout := opts.Timeout
-	if timeout <= 0 {
+	switch {
+	case timeout > 0:
+	case in.Config.Isolation == config.IsolationGVisor:
+		timeout = gvisorBrowserStart
+	default:
 		timeout = BrowserStartTimeout
 	}
 	hostPorts, version, err := m.waitForBrowser(ctx, sb, in.Ports, timeout)
