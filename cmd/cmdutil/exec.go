@@ -27,15 +27,31 @@ func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved)
 	case res.TimedOut:
 		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout, timeoutHint(r, timeout))
 	case res.OOMKilled && res.SandboxKilled:
-		return errs.New(fmt.Errorf("killed: out of memory, limit %s; the sandbox stopped with everything in it (under gVisor the limit holds the sandbox as one), and the next command starts it again", config.FormatSize(r.Config.Memory)), 137,
-			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
+		return errs.New(fmt.Errorf("killed: out of memory, limit %s; the sandbox stopped with everything in it (under gVisor the limit holds the sandbox as one), and the next command starts it again", memoryLimit(res, r)), 137,
+			memoryHint(res, r))
 	case res.OOMKilled:
-		return errs.New(fmt.Errorf("killed: out of memory, limit %s", config.FormatSize(r.Config.Memory)), 137,
-			fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory")))
+		return errs.New(fmt.Errorf("killed: out of memory, limit %s", memoryLimit(res, r)), 137, memoryHint(res, r))
 	case res.ExitCode != 0:
 		return &errs.ExitError{Code: res.ExitCode}
 	}
 	return nil
+}
+
+// memoryLimit is the limit the sandbox was made with, else the one the command resolved.
+func memoryLimit(res *sandbox.ExecResult, r *config.Resolved) string {
+	if res.MemoryLimit > 0 {
+		return config.FormatSize(res.MemoryLimit)
+	}
+	return config.FormatSize(r.Config.Memory)
+}
+
+// memoryHint says how to raise the memory limit: where the command's config sets it, when
+// that is the sandbox's limit, else on the sandbox itself.
+func memoryHint(res *sandbox.ExecResult, r *config.Resolved) string {
+	if res.MemoryLimit > 0 && res.MemoryLimit != r.Config.Memory {
+		return "raise memory if the command needs more: the sandbox was made with this limit (sbx create -n NAME --replace --memory SIZE)"
+	}
+	return fmt.Sprintf("raise memory (now from %s) if the command needs more", r.Source("memory"))
 }
 
 // ShellExitFor maps how an sbx sh call ended to sbx's exit codes.

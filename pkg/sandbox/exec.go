@@ -109,6 +109,9 @@ type ExecResult struct {
 	ExitCode  int
 	TimedOut  bool
 	OOMKilled bool
+	// MemoryLimit is the sandbox's memory limit in bytes, set with OOMKilled: what the
+	// sandbox was made with, which the command's own config may not say.
+	MemoryLimit int64
 	// SandboxKilled says the OOM kill took the whole sandbox, which then stopped: under
 	// gVisor the memory limit holds the sandbox as one (its kernel and every process in it).
 	SandboxKilled bool
@@ -213,7 +216,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	// once the command has ended.
 	fired := dl.stop()
 	if es, ok := st.(*execStream); ok && es.sandboxStopped.Load() {
-		return goneResult(m.sandboxGone(ctx, sb), res, errors.New("the engine closed the command's stream"))
+		return goneResult(sb, m.sandboxGone(ctx, sb), res, errors.New("the engine closed the command's stream"))
 	}
 	var spawnErr *agent.SpawnError
 	if errors.As(streamErr, &spawnErr) {
@@ -236,19 +239,19 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	switch {
 	case errors.Is(err, errAgentLost) && !res.Canceled && !fired:
 		if gone := m.sandboxGone(ctx, sb); gone != nil {
-			return goneResult(gone, res, nil)
+			return goneResult(sb, gone, res, nil)
 		}
 	case errors.Is(err, errAgentLost):
 	case err == nil && code == 128 && sb.underGVisor():
 		// runsc exec's own code when it lost the sandbox ("waiting on PID ...: EOF").
 		if gone := m.sandboxGone(ctx, sb); gone != nil {
-			return goneResult(gone, res, nil)
+			return goneResult(sb, gone, res, nil)
 		}
 	case errors.Is(err, errStillRunning) && (fired || res.Canceled):
 		code, res.LeftRunning = 137, true
 	case err != nil:
 		// An exec the engine forgot: the sandbox may have gone with it.
-		return goneResult(m.sandboxGone(ctx, sb), res, err)
+		return goneResult(sb, m.sandboxGone(ctx, sb), res, err)
 	}
 	res.ExitCode = code
 	res.Duration = m.Now().Sub(start)
@@ -263,10 +266,13 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		oom, err := st.oomKilled(ctx)
 		if err != nil {
 			if gone := m.sandboxGone(ctx, sb); gone != nil {
-				return goneResult(gone, res, nil)
+				return goneResult(sb, gone, res, nil)
 			}
 		}
 		res.OOMKilled = code == 137 && oom
+		if res.OOMKilled {
+			res.MemoryLimit = sb.memoryLimit()
+		}
 	}
 	return res, nil
 }
@@ -541,10 +547,11 @@ var errSandboxOOM = errors.New("the sandbox was killed for memory")
 // goneResult is Exec's answer when the sandbox may have gone under the command (gone, from
 // sandboxGone): killed for memory, the command's result is an OOM kill (137), res with what
 // Exec knew; stopped otherwise, gone itself; still running, other (nil: res stands).
-func goneResult(gone error, res *ExecResult, other error) (*ExecResult, error) {
+func goneResult(sb *Sandbox, gone error, res *ExecResult, other error) (*ExecResult, error) {
 	switch {
 	case errors.Is(gone, errSandboxOOM):
 		res.ExitCode, res.OOMKilled, res.SandboxKilled = 137, true, true
+		res.MemoryLimit = sb.memoryLimit()
 		return res, nil
 	case gone != nil:
 		return nil, gone

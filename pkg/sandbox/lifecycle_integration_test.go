@@ -281,7 +281,8 @@ func TestTimeoutKillsProcessTree(t *testing.T) {
 		if !o.res.TimedOut {
 			t.Fatalf("not timed out: %+v", o.res)
 		}
-		if took := time.Since(start); took > 10*time.Second {
+		// sleep 100: ending well before is what the bound checks, not how fast under load.
+		if took := time.Since(start); took > time.Minute {
 			t.Errorf("timeout took %s", took)
 		}
 		if ps := e.leftovers(); ps != "" {

@@ -141,6 +141,15 @@ func (s *Sandbox) IdleStop() time.Duration {
 	return shape.IdleStop
 }
 
+// memoryLimit is the sandbox's memory limit in bytes, from its config label (0: unknown).
+func (s *Sandbox) memoryLimit() int64 {
+	var shape struct {
+		Memory int64 `json:"memory"`
+	}
+	s.fromShape(&shape)
+	return shape.Memory
+}
+
 // hasOwnNetwork reports whether the sandbox was made with a network of its own (network.go).
 func (s *Sandbox) hasOwnNetwork() bool {
 	var shape struct {

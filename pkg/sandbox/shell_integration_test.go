@@ -125,9 +125,11 @@ func TestShellTimeoutKeepsTheSession(t *testing.T) {
 			{"python", `python3 -c 'import time; print("py", flush=True); time.sleep(100)'`},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
+				// The commands sleep 100 s: ending well before is what the bound checks (under
+				// gVisor on a loaded machine the end took 8 s, past the bound this once had).
 				start := time.Now()
 				o := e.shell(sandbox.ShellOptions{Script: []byte(tt.script), Timeout: time.Second})
-				if !o.res.TimedOut || o.res.ShellKilled || o.res.ShellExited || time.Since(start) > 8*time.Second {
+				if !o.res.TimedOut || o.res.ShellKilled || o.res.ShellExited || time.Since(start) > time.Minute {
 					t.Errorf("%+v after %s; stdout %q stderr %q", o.res, time.Since(start), o.stdout, o.stderr)
 				}
 				o = e.shellCall("", `trap - INT; echo "$PWD $KEEP"; kill -0 "$(cat /tmp/bgpid)" && echo bg alive`)
@@ -244,7 +246,8 @@ func TestShellCancelInterruptsTheCall(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		r, err := e.m.Shell(ctx, res.Sandbox, sandbox.ShellOptions{Script: []byte(`sleep 100`)})
-		if err != nil || !r.Canceled || time.Since(start) > 10*time.Second {
+		// sleep 100: ending well before is what the bound checks, not how fast under load.
+		if err != nil || !r.Canceled || time.Since(start) > time.Minute {
 			t.Fatalf("%+v %v after %s", r, err, time.Since(start))
 		}
 		if s := e.leftovers(); s != "" {
