@@ -367,7 +367,20 @@ func TestLeftoverBackgroundProcessesAreTerminated(t *testing.T) {
 
 func TestForkBombThenUsable(t *testing.T) {
 	viaBoth(t, func(t *testing.T, iso string, agents bool) {
-		e := newEnvVia(t, agents, isolated(iso, func(c *config.Config) { c.PidsLimit = 64 }))
+		e := newEnvVia(t, agents, isolated(iso, func(c *config.Config) {
+			c.PidsLimit = 64
+			if iso == config.IsolationGVisor {
+				// gVisor's ptrace platform keeps host tasks for every process it ran, in each
+				// of its threads, and ends the sandbox at the engine's cap (pidsLimit × 10 +
+				// 256). Measured with 8 s bombs: held at 64 processes its host tasks reach 799
+				// after one bomb and 2534 after five, so a bomb may end the sandbox (README);
+				// held at 16, 217 after one. Here gVisor holds the bomb at 32 (its RLIMIT_NPROC
+				// counts the agent's threads too: at 16 the shim could not start its own) under
+				// a cap of 2816, so the sandbox must stay up.
+				c.PidsLimit = 256
+				c.Ulimits = map[string]config.Ulimit{"nproc": {Soft: 32, Hard: 32}}
+			}
+		}))
 		o := e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 5 * time.Second})
 		if !o.res.TimedOut {
 			t.Fatalf("fork bomb did not time out: %+v", o.res)
