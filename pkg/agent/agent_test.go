@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/agent/agenttest"
+	"github.com/sbx-sandbox/sbx/pkg/agent/shim"
 )
 
 func TestMain(m *testing.M) {
@@ -184,6 +185,30 @@ func (a *hostAgent) serves(t *testing.T) {
 	if r := a.exec(t, command("echo", "still here"), nil); r.err != nil || r.stdout != "still here\n" {
 		t.Errorf("a new connection: %+v (%v)", r, r.err)
 	}
+}
+
+// spare waits for the agent's spare shim (started once the agent has nothing else to do)
+// and returns its pid. The deadline only fails an agent that never starts one.
+func (a *hostAgent) spare(t *testing.T) int {
+	t.Helper()
+	want := "\x00" + shim.Mode + "\x00" + shim.Spare + "\x00"
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		// A child is listed under the thread that forked it.
+		lists, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", a.cmd.Process.Pid))
+		var kids []string
+		for _, l := range lists {
+			b, _ := os.ReadFile(l)
+			kids = append(kids, strings.Fields(string(b))...)
+		}
+		for _, f := range kids {
+			if line, _ := os.ReadFile("/proc/" + f + "/cmdline"); strings.HasSuffix(string(line), want) {
+				pid, _ := strconv.Atoi(f)
+				return pid
+			}
+		}
+	}
+	t.Fatal("the agent started no spare shim")
+	return 0
 }
 
 // finish reads the rest of the command's output and its exit code. The read deadline only
@@ -839,18 +864,24 @@ func descriptors(t *testing.T, pid, limit int) int {
 }
 
 // A command that cannot start for want of descriptors fails with F, and what the agent
-// opened for it is closed again, whichever of its stdio's descriptors (pipes, a terminal
-// and its copy, the agent's own pipe to the child) was the first it could not get.
+// opened for it is closed again, whichever of its stdio's descriptors (three pipes, or a
+// terminal and its copy) was the first it could not get. (It starts on the spare shim,
+// which needs none: with a terminal, three free are enough.)
 func TestAgentSpawnFailureLeaksNothing(t *testing.T) {
 	const nofile = 32
 	for _, tty := range []bool{false, true} {
-		for free := 1; free <= 4; free++ {
+		most := 4
+		if tty {
+			most = 2
+		}
+		for free := 1; free <= most; free++ {
 			t.Run(fmt.Sprintf("tty %v, %d free", tty, free), func(t *testing.T) {
 				a := startHostAgent(t, nofile)
 				pid := a.cmd.Process.Pid
-				// Counted once it has served a command: until then it may still hold what its
-				// start used (the hand-off connection).
+				// Counted once it has served a command (until then it may still hold what its
+				// start used: the hand-off connection) and started its next spare.
 				a.serves(t)
+				a.spare(t)
 				base := descriptors(t, pid, nofile)
 				var conns []*Client // each greeted connection holds one
 				for descriptors(t, pid, nofile) < nofile-free {
@@ -879,5 +910,57 @@ func TestAgentSpawnFailureLeaksNothing(t *testing.T) {
 				a.serves(t)
 			})
 		}
+	}
+}
+
+// A command starts on the spare shim the agent started ahead (its pid is the spare's), and
+// the agent starts the next spare once nothing else waits.
+func TestAgentCommandStartsOnTheSpare(t *testing.T) {
+	a := startHostAgent(t, 0)
+	for range 3 {
+		spare := a.spare(t)
+		r := a.exec(t, command("sh", "-c", "echo $$"), nil)
+		if r.err != nil || r.stdout != strconv.Itoa(spare)+"\n" {
+			t.Fatalf("the command ran as %q (%v), the spare was %d", r.stdout, r.err, spare)
+		}
+	}
+}
+
+// A spare that something in the sandbox ended is reaped and replaced, and commands start.
+func TestAgentSpareKilled(t *testing.T) {
+	a := startHostAgent(t, 0)
+	spare := a.spare(t)
+	if err := syscall.Kill(spare, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Reaped: the deadline only fails an agent that leaves it a zombie.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", spare)); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed spare %d was never reaped (state %s)", spare, procState(t, spare))
+		}
+	}
+	if r := a.exec(t, command("echo", "ok"), nil); r.err != nil || r.stdout != "ok\n" {
+		t.Fatalf("a command after the spare was killed: %+v (%v)", r, r.err)
+	}
+	if next := a.spare(t); next == spare {
+		t.Fatalf("no new spare: %d", next)
+	}
+}
+
+// A command line too long for a spare's request starts its shim the usual way, and the
+// spare waits for the next command.
+func TestAgentLongCommandStartsItsOwnShim(t *testing.T) {
+	a := startHostAgent(t, 0)
+	spare := a.spare(t)
+	long := strings.Repeat("x", shim.MaxRequest)
+	r := a.exec(t, command("sh", "-c", `echo $$ ${#1}`, "sh", long), nil)
+	if want := fmt.Sprintf(" %d\n", len(long)); r.err != nil || !strings.HasSuffix(r.stdout, want) || r.stdout == strconv.Itoa(spare)+want {
+		t.Fatalf("the long command printed %q (%v), the spare is %d", r.stdout, r.err, spare)
+	}
+	if r := a.exec(t, command("sh", "-c", "echo $$"), nil); r.stdout != strconv.Itoa(spare)+"\n" {
+		t.Fatalf("the next command ran as %q, not on the spare %d", r.stdout, spare)
 	}
 }

@@ -77,6 +77,7 @@ type Options struct {
 	Stderr   io.Writer     // the agent's log
 	Now      func() time.Time
 	Exe      string // the binary the shim runs from: the agent's own
+	Name     string // the shim's argv[0]: the binary's path in the sandbox ("": Exe)
 	// Path is a directory every command's PATH ends with, after the request's variables.
 	Path string
 	// OwnSocket makes the agent bind Dir/agent.sock itself (agent.OwnSocket) rather than
@@ -89,6 +90,9 @@ type Options struct {
 // exit code: 0 once it stopped the sandbox for idleness.
 func Main(args []string, env []string, stderr io.Writer, now func() time.Time) int {
 	opts := Options{Env: env, Stderr: stderr, Now: now, Exe: "/proc/self/exe"}
+	if name, err := os.Executable(); err == nil {
+		opts.Name = name
+	}
 	if len(args) > 0 && args[0] == agent.OwnSocket {
 		opts.OwnSocket, args = true, args[1:]
 	}
@@ -140,15 +144,19 @@ type server struct {
 	accepting bool
 	idleLock  int
 	wakeR     int
-	scratch   []byte // one output read, with room for its frame header
-	stop      bool   // the sandbox was idle for IdleStop: the agent exits
+	scratch   []byte    // one output read, with room for its frame header
+	stop      bool      // the sandbox was idle for IdleStop: the agent exits
+	spare     *spare    // the shim for the next command, or nil
+	noSpare   bool      // the last start of a spare failed
+	lastStart time.Time // of a command
+	devNull   int       // the spare's stdio until its command's, or -1
 }
 
 // Run serves until the sandbox was idle for opts.IdleStop; it returns an error only when
 // the agent cannot run at all.
 func Run(opts Options) error {
 	s := &server{opts: opts, handlers: map[int]handler{}, jobs: map[int]*job{}, clients: map[*conn]bool{},
-		mypid: unix.Getpid(), lst: -1, idleLock: -1, scratch: make([]byte, 5+agent.Chunk)}
+		mypid: unix.Getpid(), lst: -1, idleLock: -1, devNull: -1, scratch: make([]byte, 5+agent.Chunk)}
 	s.idleSince = s.now()
 	// The agent's environment is the sandbox's, which may tune Go for its own programs
 	// (GOGC=off): the agent keeps the runtime's defaults.
@@ -210,9 +218,18 @@ func (s *server) loop() error {
 		if d, ok := s.nextTimer(); ok {
 			wait = int((d + time.Millisecond - 1) / time.Millisecond)
 		}
+		// A spare shim is started when nothing waits: its start (a vfork and exec) never
+		// delays a command's frames.
+		idle := s.wantSpare()
+		if idle {
+			wait = 0
+		}
 		n, err := unix.EpollWait(s.ep, events, wait)
 		if err != nil && err != unix.EINTR {
 			return fmt.Errorf("epoll_wait: %w", err)
+		}
+		if idle && n == 0 {
+			s.refill()
 		}
 		for _, ev := range events[:max(n, 0)] {
 			h, ok := s.handlers[int(ev.Fd)]
@@ -520,9 +537,10 @@ func (s *server) reap(uint32) error {
 		}
 		s.guard(j.c, -1, func() error { j.exit(code); return nil })
 	}
+	s.reapSpare()
 	if s.mypid == 1 { // without docker's init, orphans come to the agent
 		for pid, e := range procs() {
-			if e.ppid == 1 && e.state == "Z" && s.jobs[pid] == nil {
+			if e.ppid == 1 && e.state == "Z" && s.jobs[pid] == nil && (s.spare == nil || s.spare.pid != pid) {
 				_, _ = unix.Wait4(pid, nil, unix.WNOHANG, nil)
 			}
 		}

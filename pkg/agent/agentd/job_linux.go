@@ -299,14 +299,15 @@ func (s *server) used(c *conn) {
 }
 
 // busy says whether the sandbox is in use: a client connected (sbx holds a lease while it
-// works in the sandbox, port forwards included: see idleTick), or a process other than init
-// and the agent (commands, background processes, shell sessions, the engine's execs).
+// works in the sandbox, port forwards included: see idleTick), or a process other than init,
+// the agent and its spare shim (commands, background processes, shell sessions, the
+// engine's execs).
 func (s *server) busy() bool {
 	if len(s.clients) > 0 {
 		return true
 	}
 	for pid, e := range procs() {
-		if pid != 1 && pid != s.mypid && e.state != "Z" {
+		if pid != 1 && pid != s.mypid && (s.spare == nil || pid != s.spare.pid) && e.state != "Z" {
 			return true
 		}
 	}

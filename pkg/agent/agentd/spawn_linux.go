@@ -99,19 +99,40 @@ func oomKills() int {
 // start runs argv with fds as its stdio in a new session (the terminal its controlling one
 // with tty), a child subreaper with reap, and returns its pid. The command starts as the
 // shim (the agent's own binary in shim.Mode), which sets what Go cannot set between
-// fork and exec, then execs it in place: the pid is the command's. The shim reports a
-// failed exec on a pipe that the exec closes.
+// fork and exec, then execs it in place: the pid is the command's. The shim was mostly
+// started ahead, as the spare, so that a command does not wait for a Go runtime to start
+// (10 ms here, 100 ms under gVisor's ptrace platform); without one, or for a command line
+// too long for its request, it starts now. The shim reports a failed start on a descriptor
+// that the exec closes.
 func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap bool) (int, error) {
+	s.noSpare = false // worth another try (see loop)
+	s.lastStart = s.now()
+	s.later(spareAfter, func() {}) // wakes the loop to start the next spare
+	req := shim.Request{Reap: reap, TTY: tty, Cwd: cwd, Argv: argv, Env: env}.Encode()
+	if sp := s.spare; sp != nil && len(req) <= shim.MaxRequest {
+		s.spare = nil
+		err := retry(func() error {
+			return unix.Sendmsg(sp.ctl, req, unix.UnixRights(fds[:]...), nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		})
+		if err == nil {
+			if err := s.started(sp.pid, sp.ctl); err != nil {
+				return 0, err
+			}
+			return sp.pid, nil
+		}
+		// Gone (something in the sandbox may kill it): start the usual way.
+		s.logf("the spare shim %d took no request: %v", sp.pid, err)
+		s.dropSpare(sp)
+	}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return 0, err
 	}
-	defer unix.Close(p[0])
 	flag := "0"
 	if reap {
 		flag = "1"
 	}
-	args := append([]string{s.opts.Exe, shim.Mode, flag, "--"}, argv...)
+	args := append([]string{s.exe(), shim.Mode, flag, "--"}, argv...)
 	pid, err := syscall.ForkExec(s.opts.Exe, args, &syscall.ProcAttr{
 		Dir:   cwd,
 		Env:   env,
@@ -120,21 +141,102 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 	})
 	unix.Close(p[1])
 	if err != nil { // EAGAIN when the pids limit is full
+		unix.Close(p[0])
 		return 0, err
 	}
+	if err := s.started(pid, p[0]); err != nil {
+		return 0, err
+	}
+	return pid, nil
+}
+
+// started reads what shim pid reports on fd, which it closes: nothing once the command's
+// exec closed the shim's end, else why it did not start, after which the shim is reaped.
+func (s *server) started(pid, fd int) error {
+	defer unix.Close(fd)
 	var msg []byte
 	buf := make([]byte, 4096)
 	for {
 		var n int
-		err := retry(func() (err error) { n, err = unix.Read(p[0], buf); return err })
+		err := retry(func() (err error) { n, err = unix.Read(fd, buf); return err })
 		if err != nil || n == 0 {
 			break
 		}
 		msg = append(msg, buf[:n]...)
 	}
-	if len(msg) > 0 {
-		_ = retry(func() error { _, err := unix.Wait4(pid, nil, 0, nil); return err })
-		return 0, spawnError(append(msg, "\x00exec"...))
+	if len(msg) == 0 {
+		return nil
 	}
-	return pid, nil
+	_ = retry(func() error { _, err := unix.Wait4(pid, nil, 0, nil); return err })
+	return spawnError(msg)
+}
+
+// spare is a shim started ahead of the next command (shim.Spare), waiting on ctl.
+type spare struct {
+	pid, ctl int
+}
+
+// spareAfter is how long after a command's start the next spare waits while commands run:
+// most commands an agent serves in a row are short, and a spare's start (a vfork and exec,
+// which the agent waits for) would delay their exit.
+const spareAfter = 50 * time.Millisecond
+
+// wantSpare says whether the loop should start a spare shim once nothing waits for it.
+func (s *server) wantSpare() bool {
+	return s.spare == nil && !s.noSpare && !s.stop && (len(s.jobs) == 0 || s.now().Sub(s.lastStart) >= spareAfter)
+}
+
+// refill starts a spare shim. Under a full pids limit or descriptor table it cannot; it
+// tries again after the next command (which starts its shim itself).
+func (s *server) refill() {
+	s.noSpare = true
+	if s.devNull < 0 {
+		fd, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		s.devNull = fd
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	null := uintptr(s.devNull)
+	pid, err := syscall.ForkExec(s.opts.Exe, []string{s.exe(), shim.Mode, shim.Spare}, &syscall.ProcAttr{
+		// One P: the spare runs no Go code worth a second thread, and each thread is a pid.
+		Env:   []string{"GOMAXPROCS=1"},
+		Files: []uintptr{null, null, null, uintptr(pair[1])},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	unix.Close(pair[1])
+	if err != nil {
+		unix.Close(pair[0])
+		return
+	}
+	s.spare, s.noSpare = &spare{pid: pid, ctl: pair[0]}, false
+}
+
+// dropSpare ends sp and reaps it.
+func (s *server) dropSpare(sp *spare) {
+	unix.Close(sp.ctl)
+	_ = unix.Kill(sp.pid, unix.SIGKILL)
+	_ = retry(func() error { _, err := unix.Wait4(sp.pid, nil, 0, nil); return err })
+}
+
+// reapSpare reaps the spare shim if something ended it while it waited.
+func (s *server) reapSpare() {
+	if sp := s.spare; sp != nil {
+		if pid, _ := unix.Wait4(sp.pid, nil, unix.WNOHANG, nil); pid == sp.pid {
+			unix.Close(sp.ctl)
+			s.spare = nil
+		}
+	}
+}
+
+// exe is the name the shims run under: the agent's binary as the sandbox sees it.
+func (s *server) exe() string {
+	if s.opts.Name != "" {
+		return s.opts.Name
+	}
+	return s.opts.Exe
 }

@@ -17,3 +17,110 @@ const Mode = "__agent-shim"
 // Report is the descriptor the shim reports a failed exec on: errno\0text. The exec closes
 // it, so the agent reads an end of file when the command started.
 const Report = 3
+
+// Spare is the argument after Mode that makes the shim a spare: started ahead of the next
+// command, it waits for that command's request on Report, a SOCK_SEQPACKET socket, so the
+// command does not wait for a Go runtime to start.
+const Spare = "spare"
+
+// MaxRequest bounds a spare's request; a longer command line starts the shim the usual way.
+const MaxRequest = 64 << 10
+
+// Request is a command for a spare shim; its stdio (or terminal, three times) comes with it
+// as SCM_RIGHTS.
+type Request struct {
+	Reap bool // make the command a child subreaper
+	TTY  bool // make its stdin its controlling terminal
+	Cwd  string
+	Argv []string
+	Env  []string
+}
+
+// The bits of a request's first field.
+const (
+	reapBit = 1
+	ttyBit  = 2
+)
+
+// Encode is r as one message of NUL-ended fields: reapBit and ttyBit (in decimal), the
+// working directory, the number of arguments, the arguments, and the environment.
+func (r Request) Encode() []byte {
+	bits := 0
+	if r.Reap {
+		bits |= reapBit
+	}
+	if r.TTY {
+		bits |= ttyBit
+	}
+	b := append(itoa(nil, bits), 0)
+	b = append(append(b, r.Cwd...), 0)
+	b = append(itoa(b, len(r.Argv)), 0)
+	for _, list := range [][]string{r.Argv, r.Env} {
+		for _, s := range list {
+			b = append(append(b, s...), 0)
+		}
+	}
+	return b
+}
+
+type request struct {
+	reap, tty bool
+	cwd       string
+	argv, env []string
+}
+
+// parseRequest is Encode's inverse; it refuses anything Encode cannot make, and a command
+// without arguments.
+func parseRequest(b []byte) (request, bool) {
+	var r request
+	fields := split(b)
+	if len(b) == 0 || b[len(b)-1] != 0 || len(fields) < 4 {
+		return r, false
+	}
+	bits, ok := atoi(fields[0])
+	argc, ok2 := atoi(fields[2])
+	if !ok || !ok2 || bits > reapBit|ttyBit || argc < 1 || argc > len(fields)-3 {
+		return r, false
+	}
+	r.reap, r.tty, r.cwd = bits&reapBit != 0, bits&ttyBit != 0, fields[1]
+	r.argv, r.env = fields[3:3+argc], fields[3+argc:]
+	return r, true
+}
+
+// atoi reads a decimal of at most six digits.
+func atoi(s string) (int, bool) {
+	if s == "" || len(s) > 6 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		d := int(s[i]) - int(digits[0])
+		if d < 0 || d > 9 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+const digits = "0123456789"
+
+// split cuts a NUL-terminated command line into its arguments.
+func split(line []byte) []string {
+	var args []string
+	start := 0
+	for i, c := range line {
+		if c == 0 {
+			args = append(args, string(line[start:i]))
+			start = i + 1
+		}
+	}
+	return args
+}
+
+func itoa(b []byte, n int) []byte {
+	if n >= 10 {
+		b = itoa(b, n/10)
+	}
+	return append(b, digits[n%10])
+}

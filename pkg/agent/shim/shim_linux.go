@@ -52,48 +52,95 @@ func isShim(line []byte) bool {
 	return len(rest) > len(Mode) && string(rest[:len(Mode)]) == Mode && rest[len(Mode)] == 0
 }
 
-// split cuts a NUL-terminated command line into its arguments.
-func split(line []byte) []string {
-	var args []string
-	start := 0
-	for i, c := range line {
-		if c == 0 {
-			args = append(args, string(line[start:i]))
-			start = i + 1
-		}
-	}
-	return args
-}
-
 // run takes "1" to make the command a child subreaper (else "0"), "--" and the command, and
-// execs it as execvpe(3) would, looking it up in the PATH of its environment. It returns
-// only when the command cannot start, with the code to exit with.
+// execs it as execvpe(3) would, looking it up in the PATH of its environment; or Spare, to
+// wait for its command (see waitForRequest). It returns only when the command cannot
+// start, with the code to exit with.
 func run(args []string) int {
 	syscall.CloseOnExec(Report)
-	if len(args) < 3 || args[1] != "--" {
-		return report(0, "the agent's shim was started without a command")
+	if len(args) == 1 && args[0] == Spare {
+		return spare()
 	}
-	if args[0] == "1" {
+	if len(args) < 3 || args[1] != "--" {
+		return report(0, "the agent's shim was started without a command", false)
+	}
+	return start(args[0] == "1", args[2:], syscall.Environ())
+}
+
+func start(reap bool, argv, env []string) int {
+	if reap {
 		// What the command orphans comes back to it, not to init, and stays its descendant:
 		// the agent ends it with the command (see agentd).
 		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	}
-	argv := args[2:]
-	errno := execvpe(argv[0], argv, syscall.Environ())
-	return report(errno, errno.Error())
+	errno := execvpe(argv[0], argv, env)
+	return report(errno, errno.Error(), true)
 }
 
-func report(errno syscall.Errno, text string) int {
-	msg := append(itoa(nil, int(errno)), 0)
-	_, _ = syscall.Write(Report, append(msg, text...))
-	return 127
-}
-
-func itoa(b []byte, n int) []byte {
-	if n >= 10 {
-		b = itoa(b, n/10)
+// spare waits for one request on Report (a SOCK_SEQPACKET socket), takes its stdio, its
+// terminal and working directory as Go's ForkExec would have set them, and starts the
+// command. It exits quietly when the agent closes the socket without a request.
+func spare() int {
+	buf := make([]byte, MaxRequest)
+	oob := make([]byte, syscall.CmsgSpace(3*4))
+	var n, oobn int
+	for {
+		var err error
+		n, oobn, _, _, err = syscall.Recvmsg(Report, buf, oob, syscall.MSG_CMSG_CLOEXEC)
+		if err != syscall.EINTR {
+			if err != nil || n == 0 {
+				return 0
+			}
+			break
+		}
 	}
-	return append(b, byte('0'+n%10))
+	fds := rights(oob[:oobn])
+	r, ok := parseRequest(buf[:n])
+	if !ok || len(fds) != 3 {
+		return report(0, "the agent's shim got a malformed request", false)
+	}
+	for i, fd := range fds {
+		if err := syscall.Dup3(fd, i, 0); err != nil {
+			return report(err.(syscall.Errno), err.Error(), false)
+		}
+	}
+	if r.tty {
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_IOCTL, 0, syscall.TIOCSCTTY, 1); errno != 0 {
+			return report(errno, errno.Error(), false)
+		}
+	}
+	if r.cwd == "" { // the agent's, as Go's ForkExec keeps it
+	} else if err := syscall.Chdir(r.cwd); err != nil {
+		return report(err.(syscall.Errno), err.Error(), false)
+	}
+	return start(r.reap, r.argv, r.env)
+}
+
+// rights are the descriptors an SCM_RIGHTS message carried.
+func rights(oob []byte) []int {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if got, err := syscall.ParseUnixRights(&m); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+// report writes errno\0text on Report (with \0exec when the command's own exec failed) and
+// returns the shim's exit code.
+func report(errno syscall.Errno, text string, exec bool) int {
+	msg := append(itoa(nil, int(errno)), 0)
+	msg = append(msg, text...)
+	if exec {
+		msg = append(msg, "\x00exec"...)
+	}
+	_, _ = syscall.Write(Report, msg)
+	return 127
 }
 
 // execvpe execs file as execvpe(3) does: a name with a slash as it is, else from the first
