@@ -16,7 +16,7 @@ func BenchmarkResolve(b *testing.B) {
 	}
 	files := map[string]string{
 		user:                             "memory: 2g\nenv:\n  EDITOR: vi\n",
-		filepath.Join(root, ".sbx.yaml"): "profile: common\nworkspace: rw\npidsLimit: 512\ntmpfs:\n  - /cache:size=64m\n",
+		filepath.Join(root, ".sbx.yaml"): "profile: common\nworkspace: ro\npidsLimit: 128\ntmpfs:\n  - /cache:size=64m\n",
 	}
 	for p, content := range files {
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
