@@ -175,7 +175,7 @@ func (b *bench) cases() []Case {
 	warm := b.name("warm")
 	ctr := "sbx-" + warm
 	cs := []Case{
-		{Name: "warm exec", SbxCmd: "sbx exec -- true", RefCmd: "docker exec CTR true", Runs: 30, Ratio: 0.6,
+		{Name: "warm exec", SbxCmd: "sbx exec -- true", RefCmd: "docker exec CTR true", Runs: 30, Ratio: 0.25,
 			Sbx:    func(int) (time.Duration, error) { return timed(b.sbxCmd("exec", "-n", warm, "--", "true")) },
 			Docker: func(int) (time.Duration, error) { return timed(docker("exec", ctr, "true")) }},
 		{Name: "warm exec with output", SbxCmd: "sbx exec -- head -c 10M /dev/zero", RefCmd: "docker exec CTR head -c 10M /dev/zero", Runs: 15, Ratio: 0.8,
