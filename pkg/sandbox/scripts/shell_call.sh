@@ -58,7 +58,9 @@ else
 fi
 if [ "$len" -lt 0 ]; then : >"$d/last"; trailer "rc=0 start=$start"; cleanup; exit 0; fi
 : >"$o"; : >"$e"
-{ read -r l <"/proc/$$/stat"; } 2>/dev/null; l=${l##*) }; set -f; set -- $l; set +f; cst=${20}
+# This call's start in clock ticks (/proc/uptime in hundredths, as /proc/PID/stat counts
+# starts), not this script's: the agent may have started its process ahead (a spare shim).
+cst=; { read -r cst _ </proc/uptime; } 2>/dev/null; cst=${cst/./}
 po=0 pe=0 rc='' to=0 end=-
 emit() {
 	local sz so se
