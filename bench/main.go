@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -380,7 +381,7 @@ func runCase(c Case) Result {
 	if c.Docker != nil {
 		r.DockerMed = median(r.DockerMs)
 		r.Ratio = r.SbxMed / r.DockerMed
-		r.Target = fmt.Sprintf("≤ %.1f", c.Ratio)
+		r.Target = fmt.Sprintf("≤ %s", strconv.FormatFloat(c.Ratio, 'f', -1, 64))
 		r.Pass = r.Ratio <= c.Ratio
 	} else {
 		r.Target = fmt.Sprintf("≤ %.0f ms", c.MaxMs)
