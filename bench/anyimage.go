@@ -21,7 +21,7 @@ func (b *bench) busyboxCase() Case {
 		return setupErr
 	}
 	return Case{Name: "busybox image: warm exec", SbxCmd: "sbx exec -- /bin/busybox true (image FROM scratch + static busybox)",
-		RefCmd: "docker exec CTR /bin/busybox true", Runs: 30, Ratio: 0.5,
+		RefCmd: "docker exec CTR /bin/busybox true", Runs: 30, Ratio: 0.5, Settle: warmSettle,
 		Sbx: func(int) (time.Duration, error) {
 			if err := prepare(); err != nil {
 				return 0, err
