@@ -1,6 +1,7 @@
 package agentd
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -111,11 +112,14 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 	req := shim.Request{Reap: reap, TTY: tty, Cwd: cwd, Argv: argv, Env: env}.Encode()
 	if sp := s.spare; sp != nil && len(req) <= shim.MaxRequest {
 		s.spare = nil
-		err := retry(func() error {
-			return unix.Sendmsg(sp.ctl, req, unix.UnixRights(fds[:]...), nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		})
+		err := sp.ready()
 		if err == nil {
-			if err := s.started(sp.pid, sp.ctl); err != nil {
+			err = retry(func() error {
+				return unix.Sendmsg(sp.ctl, req, unix.UnixRights(fds[:]...), nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			})
+		}
+		if err == nil {
+			if err := s.started(sp.pid, sp.ctl, false); err != nil {
 				return 0, err
 			}
 			return sp.pid, nil
@@ -144,15 +148,17 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 		unix.Close(p[0])
 		return 0, err
 	}
-	if err := s.started(pid, p[0]); err != nil {
+	if err := s.started(pid, p[0], true); err != nil {
 		return 0, err
 	}
 	return pid, nil
 }
 
-// started reads what shim pid reports on fd, which it closes: nothing once the command's
-// exec closed the shim's end, else why it did not start, after which the shim is reaped.
-func (s *server) started(pid, fd int) error {
+// started reads what shim pid reports on fd, which it closes: shim.Ready first (unless the
+// caller read it), then nothing once the command's exec closed the shim's end, or why it did
+// not start, after which the shim is reaped. A shim that ended before Ready never ran the
+// command: a Go runtime that cannot make its threads exits 2 (the pids limit is full).
+func (s *server) started(pid, fd int, ready bool) error {
 	defer unix.Close(fd)
 	var msg []byte
 	buf := make([]byte, 4096)
@@ -163,6 +169,18 @@ func (s *server) started(pid, fd int) error {
 			break
 		}
 		msg = append(msg, buf[:n]...)
+	}
+	if ready {
+		rest, ok := bytes.CutPrefix(msg, []byte(shim.Ready))
+		if !ok {
+			var ws unix.WaitStatus
+			_ = retry(func() error { _, err := unix.Wait4(pid, &ws, 0, nil); return err })
+			if ws.Signaled() {
+				return spawnError(fmt.Appendf(nil, "0\x00the agent's shim was killed (%v) before it started the command", ws.Signal()))
+			}
+			return unix.EAGAIN
+		}
+		msg = rest
 	}
 	if len(msg) == 0 {
 		return nil
@@ -184,6 +202,23 @@ const spareAfter = 50 * time.Millisecond
 // wantSpare says whether the loop should start a spare shim once nothing waits for it.
 func (s *server) wantSpare() bool {
 	return s.spare == nil && !s.noSpare && !s.stop && (len(s.jobs) == 0 || s.now().Sub(s.lastStart) >= spareAfter)
+}
+
+// ready waits until the spare says it waits for its request (it may still be starting), and
+// fails if it ended first.
+func (sp *spare) ready() error {
+	buf := make([]byte, len(shim.Ready)+1)
+	var n int
+	err := retry(func() (err error) { n, err = unix.Read(sp.ctl, buf); return err })
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return errors.New("it ended before it was ready")
+	case string(buf[:n]) != shim.Ready:
+		return fmt.Errorf("it said %q", buf[:n])
+	}
+	return nil
 }
 
 // refill starts a spare shim. Under a full pids limit or descriptor table it cannot; it

@@ -14,14 +14,19 @@ package shim
 // Mode is the first argument that makes the sbx binary the shim.
 const Mode = "__agent-shim"
 
-// Report is the descriptor the shim reports a failed exec on: errno\0text. The exec closes
-// it, so the agent reads an end of file when the command started.
+// Report is the descriptor the shim reports on: Ready once its runtime runs, then, when the
+// command cannot start, errno\0text (\0exec when its exec failed). The exec closes it, so
+// the agent reads an end of file after Ready when the command started, and before Ready when
+// the shim itself could not start.
 const Report = 3
 
 // Spare is the argument after Mode that makes the shim a spare: started ahead of the next
 // command, it waits for that command's request on Report, a SOCK_SEQPACKET socket, so the
 // command does not wait for a Go runtime to start.
 const Spare = "spare"
+
+// Ready is the shim's first word on Report.
+const Ready = "ready"
 
 // MaxRequest bounds a spare's request; a longer command line starts the shim the usual way.
 const MaxRequest = 64 << 10

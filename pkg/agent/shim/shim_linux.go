@@ -58,6 +58,11 @@ func isShim(line []byte) bool {
 // start, with the code to exit with.
 func run(args []string) int {
 	syscall.CloseOnExec(Report)
+	// The runtime has its threads now; before, a full pids limit could end it (exit 2), and
+	// the agent, reading no Ready, knows the command never started.
+	if _, err := syscall.Write(Report, []byte(Ready)); err != nil {
+		return 127
+	}
 	if len(args) == 1 && args[0] == Spare {
 		return spare()
 	}
@@ -77,9 +82,9 @@ func start(reap bool, argv, env []string) int {
 	return report(errno, errno.Error(), true)
 }
 
-// spare waits for one request on Report (a SOCK_SEQPACKET socket), takes its stdio, its
-// terminal and working directory as Go's ForkExec would have set them, and starts the
-// command. It exits quietly when the agent closes the socket without a request.
+// spare waits on Report (a SOCK_SEQPACKET socket; run said Ready there) for one request, takes
+// its stdio, its terminal and working directory as Go's ForkExec would have set them, and
+// starts the command. It exits quietly when the agent closes the socket without a request.
 func spare() int {
 	buf := make([]byte, MaxRequest)
 	oob := make([]byte, syscall.CmsgSpace(3*4))
