@@ -54,7 +54,7 @@ func isShim(line []byte) bool {
 
 // run takes "1" to make the command a child subreaper (else "0"), "--" and the command, and
 // execs it as execvpe(3) would, looking it up in the PATH of its environment; or Spare, to
-// wait for its command (see waitForRequest). It returns only when the command cannot
+// wait for its command (see spare). It returns only when the command cannot
 // start, with the code to exit with.
 func run(args []string) int {
 	syscall.CloseOnExec(Report)
