@@ -14,16 +14,18 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/hostfs"
 )
 
-// StateStore keeps each sandbox's last-use time in its own small file. Everything else about a
-// sandbox lives in the engine's labels, so losing this directory loses only idle times.
+// StateStore keeps each sandbox's last use as the modification time of its own small file.
+// Everything else about a sandbox lives in the engine's labels, so losing this directory loses
+// only idle times.
 type StateStore struct {
 	Dir string
 	Now func() time.Time
 }
 
+// stateFile is a state file's content, written when the file is made. Files written before
+// last use became the file's time also hold lastUsed, the same time as theirs.
 type stateFile struct {
-	Name     string    `json:"name"`
-	LastUsed time.Time `json:"lastUsed"`
+	Name string `json:"name"`
 }
 
 func (s *StateStore) path(name string) string { return filepath.Join(s.Dir, name+".json") }
@@ -137,44 +139,53 @@ func (s *StateStore) empty(p string) error {
 // Touch records that sandbox name was used now.
 func (s *StateStore) Touch(name string) error { return s.SetLastUsed(name, s.Now()) }
 
-// SetLastUsed records t as the last use of sandbox name, atomically (temp file + rename).
+// SetLastUsed records t as the last use of sandbox name: one call that sets its state file's
+// time (a warm exec records its use before and after the command), the file made first,
+// atomically (temp file + rename), when there is none.
 func (s *StateStore) SetLastUsed(name string, t time.Time) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("recording last use of %q: %w", name, err)
+	err := os.Chtimes(s.path(name), t, t)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = s.create(name); err == nil {
+			err = os.Chtimes(s.path(name), t, t)
+		}
 	}
-	data, err := json.Marshal(stateFile{Name: name, LastUsed: t.UTC()})
 	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(s.Dir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("recording last use of %q: %w", name, err)
-	}
-	defer func() { _ = s.remove(tmp.Name()) }()
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("recording last use of %q: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("recording last use of %q: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), s.path(name)); err != nil {
 		return fmt.Errorf("recording last use of %q: %w", name, err)
 	}
 	return nil
 }
 
+// create writes sandbox name's state file.
+func (s *StateStore) create(name string) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return err
+	}
+	data, err := json.Marshal(stateFile{Name: name})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.Dir, "."+name+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), s.path(name))
+}
+
 // LastUsed returns when sandbox name was last used, if known.
 func (s *StateStore) LastUsed(name string) (time.Time, bool) {
-	data, err := os.ReadFile(s.path(name))
-	if err != nil {
+	fi, err := os.Stat(s.path(name))
+	if err != nil || !fi.Mode().IsRegular() {
 		return time.Time{}, false
 	}
-	var st stateFile
-	if json.Unmarshal(data, &st) != nil || st.LastUsed.IsZero() {
-		return time.Time{}, false
-	}
-	return st.LastUsed, true
+	return fi.ModTime().UTC(), true
 }
 
 // Remove forgets sandbox name, with its lease file. A missing file is not an error.
