@@ -142,20 +142,26 @@ env:
 // profileEntries returns a profile's layer. The profiles are ours, so a problem in them is a
 // bug in sbx and panics in tests rather than reaching users.
 func profileEntries(name string) ([]entry, bool) {
-	entries, ok := parsedProfiles()[name]
-	return entries, ok
+	parsed, ok := parsedProfiles[name]
+	if !ok {
+		return nil, false
+	}
+	return parsed(), true
 }
 
-// parsedProfiles parses the built-in profiles once: sbx ls resolves every sandbox's config,
-// and parsing them each time was a quarter of that. apply copies what it takes from entries.
-var parsedProfiles = sync.OnceValue(func() map[string][]entry {
-	out := map[string][]entry{}
+// parsedProfiles holds each built-in profile parsed once, when first used: sbx ls resolves
+// every sandbox's config, and parsing them each time was a quarter of that; a warm exec uses
+// one profile. apply copies what it takes from entries.
+var parsedProfiles = func() map[string]func() []entry {
+	out := map[string]func() []entry{}
 	for name, text := range profiles {
-		res := parseFile(Source{Layer: LayerProfile, Name: name}, []byte(text), "")
-		if len(res.problems) > 0 {
-			panic(fmt.Sprintf("built-in profile %s: %v", name, res.problems[0]))
-		}
-		out[name] = res.entries
+		out[name] = sync.OnceValue(func() []entry {
+			res := parseFile(Source{Layer: LayerProfile, Name: name}, []byte(text), "")
+			if len(res.problems) > 0 {
+				panic(fmt.Sprintf("built-in profile %s: %v", name, res.problems[0]))
+			}
+			return res.entries
+		})
 	}
 	return out
-})
+}()

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/sbx-sandbox/sbx/internal/lazyre"
 )
 
 // ProjectFileName is the project's config file, at the project root.
@@ -25,11 +23,9 @@ const (
 	RootFromWorkDir = "working directory"
 )
 
-var nameRE = lazyre.New(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
-
 // ValidName checks a sandbox name: [a-z0-9][a-z0-9_.-]{0,62}.
 func ValidName(name string) error {
-	if !nameRE().MatchString(name) {
+	if !isName(name) {
 		return fmt.Errorf("invalid sandbox name %q: use 1 to 63 lower-case letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	}
 	return nil

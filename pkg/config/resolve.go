@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/images"
-	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -405,7 +404,7 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 		}
 	}
 	// The profiles' home tmpfs belongs to the sandbox user, whoever that turned out to be.
-	if uid, gid, ok := strings.Cut(c.User, ":"); ok && numericRE().MatchString(uid) && numericRE().MatchString(gid) {
+	if uid, gid, ok := strings.Cut(c.User, ":"); ok && isNumeric(uid) && isNumeric(gid) {
 		for i, t := range c.Tmpfs {
 			if t.Path != profileHome || r.Sources[fmt.Sprintf("tmpfs[%d]", i)].Layer != LayerProfile {
 				continue
@@ -452,15 +451,13 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 	}
 }
 
-var numericRE = lazyre.New(`^[0-9]+$`)
-
 // normalise rewrites accepted spellings into the one form consumers see.
 func (r *Resolved) normalise() {
 	c := &r.Config
 	switch {
 	case c.User == "root":
 		c.User = "0:0"
-	case numericRE().MatchString(c.User):
+	case isNumeric(c.User):
 		c.User += ":" + c.User
 	}
 	for _, caps := range []*[]string{&c.CapAdd, &c.CapDrop} {
@@ -485,7 +482,14 @@ type state struct {
 }
 
 func newState() *state {
-	st := &state{c: builtinDefaults(), src: map[string]Source{}}
+	c := builtinDefaults()
+	lists := []string{"capDrop", "tools.allow", "tools.deny", "protectedPaths", "workspaceExclude"}
+	n := len(registry) + len(c.Tmpfs) + len(c.Env) + len(c.Ulimits)
+	for _, k := range lists {
+		n += len(*lookupKey(k).field(&c).(*[]string))
+	}
+	// Sized once: growing it was a tenth of a warm exec's resolve.
+	st := &state{c: c, src: make(map[string]Source, n)}
 	def := Source{Layer: LayerDefault}
 	for _, k := range registry {
 		st.src[k.name] = def
@@ -499,7 +503,7 @@ func newState() *state {
 	for name := range st.c.Ulimits {
 		st.src["ulimits."+name] = def
 	}
-	for _, k := range []string{"capDrop", "tools.allow", "tools.deny", "protectedPaths", "workspaceExclude"} {
+	for _, k := range lists {
 		for i := range *lookupKey(k).field(&st.c).(*[]string) {
 			st.src[fmt.Sprintf("%s[%d]", k, i)] = def
 		}

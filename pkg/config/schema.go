@@ -31,7 +31,7 @@ func JSONSchema() []byte {
 	top[sectionKey] = map[string]any{
 		"description":          "per-sandbox overrides: keys under sandboxes.NAME apply only to the sandbox of that name",
 		"type":                 "object",
-		"propertyNames":        map[string]any{"pattern": nameRE().String()},
+		"propertyNames":        map[string]any{"pattern": namePattern},
 		"additionalProperties": map[string]any{"$ref": "#/$defs/settings"},
 	}
 	schema := map[string]any{

@@ -20,8 +20,6 @@ import (
 )
 
 var (
-	envNameRE  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	netNameRE  = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 	hostNameRE = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
 	capNameRE  = lazyre.New(`^[A-Z][A-Z0-9_]*$`)
 	apparmorRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_./-]*$`)
@@ -45,7 +43,7 @@ var ulimitNames = []string{"core", "cpu", "data", "fsize", "locks", "memlock", "
 // warns about. Resolve calls it, having read the certificates caCerts names; it reads the file
 // system only to follow bind sources and to find a seccomp profile.
 func Validate(r *Resolved) (refused, warnings []Problem) {
-	v := &validator{r: r, c: &r.Config, protectedPaths: protectedPaths()}
+	v := &validator{r: r, c: &r.Config}
 	v.enums()
 	v.image()
 	v.user()
@@ -69,11 +67,10 @@ func Validate(r *Resolved) (refused, warnings []Problem) {
 }
 
 type validator struct {
-	r              *Resolved
-	c              *Config
-	protectedPaths []string
-	refused        []Problem
-	warnings       []Problem
+	r        *Resolved
+	c        *Config
+	refused  []Problem
+	warnings []Problem
 }
 
 func (v *validator) refuse(key, value, reason, fix string) {
@@ -130,7 +127,7 @@ func (v *validator) image() {
 func (v *validator) user() {
 	u := v.c.User
 	uid, gid, ok := strings.Cut(u, ":")
-	if !ok || !numericRE().MatchString(uid) || !numericRE().MatchString(gid) {
+	if !ok || !isNumeric(uid) || !isNumeric(gid) {
 		v.refuse("user", u, "not a numeric uid:gid (names are looked up inside the image, which sbx does not trust)",
 			"set user to numbers such as 1000:1000, or root (0:0) if you really mean it")
 	}
@@ -178,7 +175,7 @@ func (v *validator) tmpfs() {
 					v.refuse(key, val, "mode="+value+" is not an octal mode", "write a mode such as mode=1777")
 				}
 			case "uid", "gid", "nr_inodes":
-				if !numericRE().MatchString(value) {
+				if !isNumeric(value) {
 					v.refuse(key, val, o+" is not a number", "write it as "+name+"=1000")
 				}
 			default:
@@ -215,7 +212,7 @@ func (v *validator) network() {
 		case !strings.HasPrefix(n, "container:"):
 			v.refuse("network", n, "network modes are case-sensitive", "write it as container:"+rest)
 		}
-	case !netNameRE().MatchString(n):
+	case !isNetName(n):
 		v.refuse("network", n, "not a network name", "use none, bridge or the name of a network from docker network ls")
 	}
 }
@@ -295,7 +292,7 @@ func (v *validator) env() {
 	for _, name := range slices.Sorted(maps.Keys(v.c.Env)) {
 		key, value := "env."+name, MaskEnv(name, v.c.Env[name])
 		switch {
-		case !envNameRE().MatchString(name):
+		case !isEnvName(name):
 			v.refuse(key, value, "not a variable name (letters, digits and _, not starting with a digit)", "rename it")
 		case IsSecretName(name):
 			v.refuse(key, value, "looks like a secret: values in env are stored in the sandbox's container config, readable by anyone who can inspect it",
@@ -305,7 +302,7 @@ func (v *validator) env() {
 		}
 	}
 	for i, name := range v.c.PassEnv {
-		if !envNameRE().MatchString(name) {
+		if !isEnvName(name) {
 			v.refuse(fmt.Sprintf("passEnv[%d]", i), name, "not a variable name (letters, digits and _, not starting with a digit)", "list host variable names such as GITHUB_TOKEN")
 		}
 	}
@@ -393,7 +390,7 @@ func (v *validator) protected(forms []string) string {
 		if p == "/" {
 			return shown + " is the host's root directory"
 		}
-		for _, base := range v.protectedPaths {
+		for _, base := range protectedPaths() {
 			if home != "" && within(home, base) && within(p, home) && p != home {
 				continue // a home under a protected path (root's /root) is judged as a home
 			}
@@ -422,8 +419,9 @@ func (v *validator) protected(forms []string) string {
 }
 
 // protectedPaths lists ProtectedPaths and their canonical forms (/var/run is often /run).
-// They are system paths, resolved once per process: resolving them for each of the
-// sandboxes sbx ls shows was a quarter of its work.
+// They are system paths, resolved once per process and only when a path is judged (a
+// workspace or a bind): resolving them for each of the sandboxes sbx ls shows was a quarter
+// of its work.
 var protectedPaths = sync.OnceValue(func() []string {
 	var out []string
 	for _, p := range ProtectedPaths {
@@ -477,7 +475,7 @@ func (v *validator) securityProfiles() {
 	}
 	switch rt := v.c.Runtime; {
 	case rt == "":
-	case !netNameRE().MatchString(rt):
+	case !isNetName(rt):
 		v.refuse("runtime", rt, "not a runtime name", "use a runtime the engine knows, such as runc or runsc (docker info lists them)")
 	case v.c.Isolation == IsolationGVisor:
 		v.refuse("runtime", rt, "isolation: gvisor already picks the runtime ("+GVisorRuntime+"), so the two disagree",

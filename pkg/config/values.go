@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/sbx-sandbox/sbx/internal/lazyre"
 )
 
 // envItem, ulimitItem and bindItem are single elements of the map and list kinds, kept in the
@@ -28,20 +26,18 @@ type bindItem struct {
 	Bind        // Source as written; Resolve canonicalises it
 }
 
-var sizeRE = lazyre.New(`(?i)^([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?b)?$`)
-
 // ParseSize parses a size such as 512m, 2g, 1.5G, 64MiB or a plain number of bytes. Units are
 // powers of 1024, as Docker's are.
 func ParseSize(s string) (int64, error) {
-	m := sizeRE().FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
+	number, unit, ok := sizeParts(strings.TrimSpace(s))
+	if !ok {
 		return 0, fmt.Errorf("%q is not a size such as 512m or 2g", s)
 	}
-	n, err := strconv.ParseFloat(m[1], 64)
+	n, err := strconv.ParseFloat(number, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a size such as 512m or 2g", s)
 	}
-	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[strings.ToLower(m[2])]
+	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[unit]
 	v := n * mult
 	if v > math.MaxInt64/2 {
 		return 0, fmt.Errorf("%q is too large", s)
