@@ -956,8 +956,11 @@ func TestAgentLongCommandStartsItsOwnShim(t *testing.T) {
 	a := startHostAgent(t, 0)
 	spare := a.spare(t)
 	long := strings.Repeat("x", shim.MaxRequest)
-	r := a.exec(t, command("sh", "-c", `echo $$ ${#1}`, "sh", long), nil)
-	if want := fmt.Sprintf(" %d\n", len(long)); r.err != nil || !strings.HasSuffix(r.stdout, want) || r.stdout == strconv.Itoa(spare)+want {
+	// The shim's marker reaches the shim, not the command, even one given that variable.
+	cmd := command("sh", "-c", `echo $$ ${#1} "${`+shim.MarkerName+`-unset}"`, "sh", long)
+	cmd.Env = append(cmd.Env, shim.MarkerName+"=mine")
+	r := a.exec(t, cmd, nil)
+	if want := fmt.Sprintf(" %d unset\n", len(long)); r.err != nil || !strings.HasSuffix(r.stdout, want) || r.stdout == strconv.Itoa(spare)+want {
 		t.Fatalf("the long command printed %q (%v), the spare is %d", r.stdout, r.err, spare)
 	}
 	if r := a.exec(t, command("sh", "-c", "echo $$"), nil); r.stdout != strconv.Itoa(spare)+"\n" {

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -78,14 +78,18 @@ func spawnFailure(err error) []byte {
 }
 
 // oomKills is how often the kernel's OOM killer fired in the sandbox's cgroup, or -1 when
-// the count cannot be read.
+// the count cannot be read. It is read before and after every command, without the poller
+// os.ReadFile registers a cgroup file with.
 func oomKills() int {
-	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
-		b, err := os.ReadFile(f)
+	for _, f := range oomFiles() {
+		fd, err := unix.Open(f, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			continue
 		}
-		for line := range strings.Lines(string(b)) {
+		var buf [1024]byte
+		n, _ := unix.Read(fd, buf[:])
+		unix.Close(fd)
+		for line := range strings.Lines(string(buf[:max(n, 0)])) {
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "oom_kill "); ok {
 				if n, err := strconv.Atoi(v); err == nil {
 					return n
@@ -96,6 +100,17 @@ func oomKills() int {
 	}
 	return -1
 }
+
+// oomFiles are where cgroup v2, then v1, count OOM kills; the first that exists is the one.
+var oomFiles = sync.OnceValue(func() []string {
+	all := []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"}
+	for i, f := range all {
+		if unix.Access(f, unix.R_OK) == nil {
+			return all[i : i+1]
+		}
+	}
+	return all
+})
 
 // start runs argv with fds as its stdio in a new session (the terminal its controlling one
 // with tty), a child subreaper with reap, and returns its pid. The command starts as the
@@ -139,7 +154,7 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 	args := append([]string{s.exe(), shim.Mode, flag, "--"}, argv...)
 	pid, err := syscall.ForkExec(s.opts.Exe, args, &syscall.ProcAttr{
 		Dir:   cwd,
-		Env:   env,
+		Env:   append(env[:len(env):len(env)], shim.Marker),
 		Files: []uintptr{uintptr(fds[0]), uintptr(fds[1]), uintptr(fds[2]), uintptr(p[1])},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Setctty: tty, Ctty: 0},
 	})
@@ -239,7 +254,7 @@ func (s *server) refill() {
 	null := uintptr(s.devNull)
 	pid, err := syscall.ForkExec(s.opts.Exe, []string{s.exe(), shim.Mode, shim.Spare}, &syscall.ProcAttr{
 		// One P: the spare runs no Go code worth a second thread, and each thread is a pid.
-		Env:   []string{"GOMAXPROCS=1"},
+		Env:   []string{"GOMAXPROCS=1", shim.Marker},
 		Files: []uintptr{null, null, null, uintptr(pair[1])},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})

@@ -14,6 +14,15 @@ package shim
 // Mode is the first argument that makes the sbx binary the shim.
 const Mode = "__agent-shim"
 
+// Marker is in the environment the agent starts its shim with, so that every other start of
+// sbx knows it is not the shim without reading its command line (half a millisecond of each
+// start). The command line still decides. The shim takes MarkerName out of the command's
+// environment, so a command never sees one, even one it was given.
+const (
+	MarkerName = "SBX_AGENT_SHIM"
+	Marker     = MarkerName + "=1"
+)
+
 // Report is the descriptor the shim reports on: Ready once its runtime runs, then, when the
 // command cannot start, errno\0text (\0exec when its exec failed). The exec closes it, so
 // the agent reads an end of file after Ready when the command started, and before Ready when

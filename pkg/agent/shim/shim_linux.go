@@ -7,13 +7,16 @@ import "syscall"
 const prSetChildSubreaper = 36
 
 func init() {
+	if _, marked := syscall.Getenv(MarkerName); !marked {
+		return
+	}
 	if args, ok := shimArgs(); ok {
 		syscall.Exit(run(args))
 	}
 }
 
 // shimArgs returns the arguments after Mode when this process is the shim. Only the
-// command line's first chunk is read for any other sbx.
+// command line's first chunk is read for any other sbx that has Marker.
 func shimArgs() ([]string, bool) {
 	fd, err := syscall.Open("/proc/self/cmdline", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -57,6 +60,7 @@ func isShim(line []byte) bool {
 // wait for its command (see spare). It returns only when the command cannot
 // start, with the code to exit with.
 func run(args []string) int {
+	_ = syscall.Unsetenv(MarkerName)
 	syscall.CloseOnExec(Report)
 	// The runtime has its threads now; before, a full pids limit could end it (exit 2), and
 	// the agent, reading no Ready, knows the command never started.
