@@ -133,7 +133,6 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 			return nil, errs.Usagef("%q contains a NUL byte, which no command line or variable can hold", s)
 		}
 	}
-	id := newExecID()
 	ticks := 0
 	if opts.Timeout > 0 {
 		ticks = int((opts.Timeout + tick - 1) / tick)
@@ -145,10 +144,18 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	case opts.Interactive:
 		ctl = "tick"
 	}
-	wrapped := append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
+	// The wrapper, and the ID that names its files, serve the engine's exec and -d: a command
+	// through the agent needs neither (crypto/rand's first read cost a warm exec 0.3 ms).
+	id := ""
+	wrapped := func() []string {
+		if id == "" {
+			id = newExecID()
+		}
+		return append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
+	}
 	bare := opts.Cmd
 	if opts.detach {
-		bare = wrapped
+		bare = wrapped()
 	}
 	var size *[2]uint
 	if opts.TTY && opts.TTYSize != nil {
@@ -335,9 +342,9 @@ func (dl *deadline) stop() bool {
 	return dl.fired
 }
 
-// startCommand starts forAgent through the sandbox's agent, else forEngine through the
-// engine's exec.
-func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOptions, forAgent, forEngine []string, size *[2]uint) (cmdStream, error) {
+// startCommand starts forAgent through the sandbox's agent, else the command forEngine
+// makes through the engine's exec.
+func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOptions, forAgent []string, forEngine func() []string, size *[2]uint) (cmdStream, error) {
 	st, err := m.startAgent(ctx, sb, opts, forAgent, size)
 	if err == nil {
 		return st, nil
@@ -346,7 +353,7 @@ func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOption
 		return nil, err
 	}
 	m.debugf("command through the engine's exec: %v", err)
-	return m.startExec(ctx, sb, opts, forEngine, size)
+	return m.startExec(ctx, sb, opts, forEngine(), size)
 }
 
 // notRun is the result of a command whose program the agent could not run, as a shell (and

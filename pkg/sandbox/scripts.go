@@ -33,7 +33,7 @@ func (m *Manager) script(ctx context.Context, sb *Sandbox, r scriptRun) (int, er
 	stdout := orDiscard(r.stdout)
 	if r.bare {
 		cmd := sb.Script(r.script, "sbx-helper", r.args...)
-		st, err := m.startCommand(ctx, sb, ExecOptions{}, cmd, cmd, nil)
+		st, err := m.startCommand(ctx, sb, ExecOptions{}, cmd, func() []string { return cmd }, nil)
 		if err != nil {
 			return 0, err
 		}
