@@ -38,7 +38,11 @@ func Main() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root := NewCmdRoot(f)
+	first := ""
+	if len(os.Args) > 1 {
+		first = os.Args[1]
+	}
+	root := newCmdRoot(f, first)
 	root.SetArgs(os.Args[1:])
 	err := root.ExecuteContext(ctx)
 	cmdutil.StartRefills(f)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +42,12 @@ import (
 )
 
 // NewCmdRoot builds "sbx" with its global flags and every subcommand.
-func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command { return newCmdRoot(f, "") }
+
+// newCmdRoot builds "sbx" with only the subcommand named first when first names one (the
+// first argument of sbx's command line), else with every subcommand: building every
+// command's flags cost each sbx, a warm exec included, about a millisecond.
+func newCmdRoot(f *cmdutil.Factory, first string) *cobra.Command {
 	info := buildinfo.Get()
 	root := &cobra.Command{
 		Use:   "sbx <command>",
@@ -72,39 +78,55 @@ privilege escalation, and hard CPU, memory and process limits.`,
 	pf.BoolVar(&f.Global.Debug, "debug", false, "log every Docker API call, and why a command does not go through the agent, to stderr")
 	pf.BoolVarP(&f.Global.Quiet, "quiet", "q", false, "print no progress messages")
 
-	root.AddCommand(
-		create.NewCmdCreate(f, nil),
-		exec.NewCmdExec(f, nil),
-		cp.NewCmdCp(f, nil),
-		ls.NewCmdLs(f, nil),
-		stop.NewCmdStop(f, nil),
-		rm.NewCmdRm(f, nil),
-		diff.NewCmdDiff(f, nil),
-		apply.NewCmdApply(f, nil),
-		discard.NewCmdDiscard(f, nil),
-		sync.NewCmdSync(f, nil),
-		checkpoint.NewCmdCheckpoint(f, nil),
-		rollback.NewCmdRollback(f, nil),
-		prune.NewCmdPrune(f, nil),
-		version.NewCmdVersion(f, nil),
-		doctor.NewCmdDoctor(f, nil),
-		explain.NewCmdExplain(f, nil),
-		configcmd.NewCmdConfig(f),
-		image.NewCmdImage(f),
-		browser.NewCmdBrowser(f, nil),
-		run.NewCmdRun(f, nil),
-		ps.NewCmdPs(f, nil),
-		logs.NewCmdLogs(f, nil),
-		trust.NewCmdTrust(f, nil),
-		kill.NewCmdKill(f, nil),
-		mcp.NewCmdMCP(f, nil),
-		pause.NewCmdPause(f, nil),
-		pause.NewCmdResume(f, nil),
-		stats.NewCmdStats(f, nil),
-		sh.NewCmdSh(f, nil),
-		egresscmd.NewCmdEgress(f),
-		portforward.NewCmdPortForward(f, nil),
-		pool.NewCmdPool(f),
-	)
+	for _, c := range subcommands {
+		if first == "" || !slices.Contains(c.names, first) {
+			continue
+		}
+		root.AddCommand(c.build(f))
+		return root
+	}
+	for _, c := range subcommands {
+		root.AddCommand(c.build(f))
+	}
 	return root
+}
+
+// subcommands are sbx's commands, each under its name and aliases (TestSubcommandNames holds
+// the names to the commands').
+var subcommands = []struct {
+	names []string
+	build func(*cmdutil.Factory) *cobra.Command
+}{
+	{[]string{"create"}, func(f *cmdutil.Factory) *cobra.Command { return create.NewCmdCreate(f, nil) }},
+	{[]string{"exec"}, func(f *cmdutil.Factory) *cobra.Command { return exec.NewCmdExec(f, nil) }},
+	{[]string{"cp"}, func(f *cmdutil.Factory) *cobra.Command { return cp.NewCmdCp(f, nil) }},
+	{[]string{"ls", "list"}, func(f *cmdutil.Factory) *cobra.Command { return ls.NewCmdLs(f, nil) }},
+	{[]string{"stop"}, func(f *cmdutil.Factory) *cobra.Command { return stop.NewCmdStop(f, nil) }},
+	{[]string{"rm"}, func(f *cmdutil.Factory) *cobra.Command { return rm.NewCmdRm(f, nil) }},
+	{[]string{"diff"}, func(f *cmdutil.Factory) *cobra.Command { return diff.NewCmdDiff(f, nil) }},
+	{[]string{"apply"}, func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmdApply(f, nil) }},
+	{[]string{"discard"}, func(f *cmdutil.Factory) *cobra.Command { return discard.NewCmdDiscard(f, nil) }},
+	{[]string{"sync"}, func(f *cmdutil.Factory) *cobra.Command { return sync.NewCmdSync(f, nil) }},
+	{[]string{"checkpoint"}, func(f *cmdutil.Factory) *cobra.Command { return checkpoint.NewCmdCheckpoint(f, nil) }},
+	{[]string{"rollback"}, func(f *cmdutil.Factory) *cobra.Command { return rollback.NewCmdRollback(f, nil) }},
+	{[]string{"prune"}, func(f *cmdutil.Factory) *cobra.Command { return prune.NewCmdPrune(f, nil) }},
+	{[]string{"version"}, func(f *cmdutil.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) }},
+	{[]string{"doctor"}, func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmdDoctor(f, nil) }},
+	{[]string{"explain"}, func(f *cmdutil.Factory) *cobra.Command { return explain.NewCmdExplain(f, nil) }},
+	{[]string{"config"}, configcmd.NewCmdConfig},
+	{[]string{"image"}, image.NewCmdImage},
+	{[]string{"browser"}, func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdBrowser(f, nil) }},
+	{[]string{"run"}, func(f *cmdutil.Factory) *cobra.Command { return run.NewCmdRun(f, nil) }},
+	{[]string{"ps"}, func(f *cmdutil.Factory) *cobra.Command { return ps.NewCmdPs(f, nil) }},
+	{[]string{"logs"}, func(f *cmdutil.Factory) *cobra.Command { return logs.NewCmdLogs(f, nil) }},
+	{[]string{"trust"}, func(f *cmdutil.Factory) *cobra.Command { return trust.NewCmdTrust(f, nil) }},
+	{[]string{"kill"}, func(f *cmdutil.Factory) *cobra.Command { return kill.NewCmdKill(f, nil) }},
+	{[]string{"mcp"}, func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmdMCP(f, nil) }},
+	{[]string{"pause"}, func(f *cmdutil.Factory) *cobra.Command { return pause.NewCmdPause(f, nil) }},
+	{[]string{"resume"}, func(f *cmdutil.Factory) *cobra.Command { return pause.NewCmdResume(f, nil) }},
+	{[]string{"stats"}, func(f *cmdutil.Factory) *cobra.Command { return stats.NewCmdStats(f, nil) }},
+	{[]string{"sh"}, func(f *cmdutil.Factory) *cobra.Command { return sh.NewCmdSh(f, nil) }},
+	{[]string{"egress"}, egresscmd.NewCmdEgress},
+	{[]string{"port-forward"}, func(f *cmdutil.Factory) *cobra.Command { return portforward.NewCmdPortForward(f, nil) }},
+	{[]string{"pool"}, pool.NewCmdPool},
 }

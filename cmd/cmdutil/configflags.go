@@ -14,8 +14,9 @@ import (
 // ConfigFlags are the flags for the common config keys, shared by every command that resolves
 // a sandbox's config. Only the flags the user set form the flag layer.
 type ConfigFlags struct {
-	fs   *pflag.FlagSet
-	omit []string
+	fs    *pflag.FlagSet
+	omit  []string
+	lists map[string]*[]string // the values of the repeatable flags, by flag
 }
 
 // configFlag ties a flag to the config key it sets.
@@ -46,16 +47,18 @@ var configFlagList = []configFlag{
 // flag of that name means something else). Values are checked by the config resolver, so a
 // bad one is reported with its flag like any other refused setting.
 func AddConfigFlags(fs *pflag.FlagSet, omit ...string) *ConfigFlags {
+	c := &ConfigFlags{fs: fs, omit: omit, lists: map[string]*[]string{}}
 	for _, f := range configFlagList {
 		switch {
 		case slices.Contains(omit, f.flag):
 		case f.list:
-			fs.StringArray(f.flag, nil, f.usage)
+			c.lists[f.flag] = new([]string)
+			ListVarP(fs, c.lists[f.flag], f.flag, "", f.usage)
 		default:
 			fs.String(f.flag, "", f.usage)
 		}
 	}
-	return &ConfigFlags{fs: fs, omit: omit}
+	return c
 }
 
 // Layer returns the settings of the flags the user actually set, with sources flag:--x.
@@ -70,7 +73,7 @@ func (c *ConfigFlags) Layer() []config.Setting {
 		}
 		var values []string
 		if f.list {
-			values, _ = c.fs.GetStringArray(f.flag)
+			values = *c.lists[f.flag]
 		} else {
 			v, _ := c.fs.GetString(f.flag)
 			values = []string{v}

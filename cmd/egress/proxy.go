@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
+	"github.com/sbx-sandbox/sbx/internal/procs"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 )
 
@@ -62,6 +63,7 @@ func NewCmdProxy(f *cmdutil.Factory, runF func(context.Context, *ProxyOptions) e
 }
 
 func proxyRun(ctx context.Context, opts *ProxyOptions) error {
+	procs.All() // a server relaying every sandbox's downloads
 	logFile, err := os.OpenFile(opts.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("opening the egress log: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/internal/procs"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -93,7 +94,7 @@ unused, "when idle" while something runs in it). A table on a terminal, tab-sepa
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print as a JSON array")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "print names only")
 	cmd.Flags().BoolVar(&opts.AllContexts, "all-contexts", false, "list the sandboxes on the engine of every docker context")
-	cmd.Flags().StringArrayVar(&opts.Filters, "filter", nil, "keep sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
+	cmdutil.ListVarP(cmd.Flags(), &opts.Filters, "filter", "", "keep sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
 	return cmd
 }
 
@@ -145,6 +146,7 @@ func list(ctx context.Context, f *cmdutil.Factory, filters []string) ([]Entry, e
 		}
 	}
 	// Each entry resolves its sandbox's config from files: spread them over the CPUs.
+	procs.All()
 	entries := make([]Entry, len(matching))
 	var wg sync.WaitGroup
 	next := make(chan int)

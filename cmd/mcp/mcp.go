@@ -10,6 +10,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/internal/procs"
 	"github.com/sbx-sandbox/sbx/pkg/buildinfo"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/mcpserver"
@@ -59,6 +60,7 @@ volume, network and state, when it ends: the client closing stdin, Ctrl-C or SIG
 }
 
 func mcpRun(ctx context.Context, opts *MCPOptions) error {
+	procs.All() // a server an agent talks to for a session
 	f := opts.Factory
 	name, ensure, done, err := cmdutil.SandboxFor(f, opts.Name, opts.Rm)
 	if err != nil {

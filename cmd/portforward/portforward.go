@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/internal/procs"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/portforward"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -109,6 +110,7 @@ is exit 124. A local port in use is exit 1.`,
 }
 
 func portForwardRun(ctx context.Context, opts *PortForwardOptions) error {
+	procs.All() // relays connections until stopped
 	m, sb, release, err := cmdutil.RunningSandbox(ctx, opts.Factory, opts.Name)
 	if err != nil {
 		return err

@@ -125,7 +125,7 @@ CI writes "sbx prune -f". Exit 1 when any removal failed.`,
 	fl.DurationVar(&opts.Idle, "idle", 0, "remove sandboxes unused for longer than `duration` (default: prune.idleHours)")
 	fl.DurationVar(&opts.MaxAge, "max-age", 0, "remove sandboxes older than `duration` (default: prune.maxAgeDays)")
 	fl.BoolVar(&opts.All, "all", false, "remove every sandbox (that matches --filter)")
-	fl.StringArrayVar(&opts.Filters, "filter", nil, "only sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
+	cmdutil.ListVarP(fl, &opts.Filters, "filter", "", "only sandboxes matching `KEY=VALUE`: project=DIR, name=GLOB, status=STATUS")
 	fl.BoolVar(&opts.DryRun, "dry-run", false, "show what would be removed and remove nothing")
 	fl.BoolVarP(&opts.Force, "force", "f", false, "remove without asking")
 	fl.BoolVar(&opts.Busy, "busy", false, "also remove sandboxes with a command in flight (it is killed)")

@@ -28,6 +28,22 @@ var Get = sync.OnceValue(get)
 
 func get() Info {
 	info := Info{Version: Version, Commit: Commit, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	// make build sets both; reading the module's build info costs every start of sbx.
+	if info.Version == "" || info.Commit == "" {
+		info = fromModule(info)
+	}
+	if info.Version == "" {
+		info.Version = "dev"
+	}
+	if info.Commit == "" {
+		info.Commit = "unknown"
+	}
+	return info
+}
+
+// fromModule fills what the linker did not set from the module's build info: go install
+// records the module's version and, in a checkout, its commit.
+func fromModule(info Info) Info {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			info.Version = bi.Main.Version
@@ -37,12 +53,6 @@ func get() Info {
 				info.Commit = s.Value
 			}
 		}
-	}
-	if info.Version == "" {
-		info.Version = "dev"
-	}
-	if info.Commit == "" {
-		info.Commit = "unknown"
 	}
 	return info
 }
