@@ -146,7 +146,9 @@ func (m *Manager) WaitPort(ctx context.Context, sb *Sandbox, port int, httpPath 
 		if ok {
 			return nil
 		}
-		if err != nil && wctx.Err() == nil {
+		// A try the deadline cut short ends the wait as running out of time does, also when
+		// it failed (a dial after the deadline: "i/o timeout") before wctx's timer fired.
+		if err != nil && wctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 		if wctx.Err() != nil || sleepCtx(wctx, PortPollInterval) != nil {
