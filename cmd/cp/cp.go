@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
+	"github.com/sbx-sandbox/sbx/internal/procs"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -138,6 +139,7 @@ yours and are followed.`,
 }
 
 func cpRun(ctx context.Context, opts *CpOptions) error {
+	procs.All() // reading, packing and sending run side by side
 	f, a := opts.Factory, opts.Args
 	into := a.Into()
 	box, host, tool := a.Dst, a.Src, "write"
