@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
@@ -21,4 +22,19 @@ func OverlaySandbox(ctx context.Context, f *Factory, name string) (overlay.Layer
 	}
 	l, err := m.Overlay(ctx, r.Name)
 	return l, r, err
+}
+
+// StartAgain starts the sandbox of r again when a change of its overlay's layers stopped it
+// (sandbox.Manager.ChangeLayers), saying so on stderr.
+func StartAgain(ctx context.Context, f *Factory, r *config.Resolved, wasRunning bool, verb string) error {
+	if !wasRunning {
+		return nil
+	}
+	fmt.Fprintf(f.IOStreams.ErrOut, "stopped %s for the %s, so it sees its workspace as it now is; starting it again\n", r.Name, verb)
+	_, _, release, err := EnsureSandbox(ctx, f, r)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
 }

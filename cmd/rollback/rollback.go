@@ -56,13 +56,8 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 	if err != nil {
 		return err
 	}
-	if wasRunning {
-		fmt.Fprintf(opts.IO.ErrOut, "stopped %s for the rollback; starting it again\n", r.Name)
-		_, _, release, err := cmdutil.EnsureSandbox(ctx, f, r)
-		if err != nil {
-			return err
-		}
-		release()
+	if err := cmdutil.StartAgain(ctx, f, r, wasRunning, "rollback"); err != nil {
+		return err
 	}
 	fmt.Fprintf(opts.IO.Out, "rolled back %s to %s\n", r.Name, opts.Label)
 	return nil

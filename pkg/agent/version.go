@@ -2,4 +2,4 @@
 
 package agent
 
-const version = "fc251f38645a"
+const version = "061857cba14a"

@@ -150,31 +150,72 @@ func (m *Manager) clearWorkDir(ctx context.Context, name, image string) error {
 	return fmt.Errorf("removing the overlay layers of %q: the helper did not finish in 30s", name)
 }
 
-// Rollback returns sandbox name's overlay workspace to its checkpoint label. Overlayfs must
-// not see its upper layer change while mounted (a running sandbox gets "Stale file handle"),
-// so a running or paused sandbox is stopped first, which ends its processes; it reports
-// whether it was, so the caller can start it again.
+// ChangeLayers runs change, which alters the upper layer of sandbox name's overlay from the
+// host (sbx apply, discard, rollback), with the sandbox stopped: overlayfs must not see its
+// layers change while mounted (a running sandbox keeps seeing what was discarded, and what it
+// writes to a file applied under it goes to a file no longer in the layer). A running sandbox
+// is stopped only when nothing uses it (no process but its agent, no sbx command in
+// progress), or with restart, which ends its processes; it reports whether the sandbox was
+// running, so the caller can start it again. A carried copy's layers are sbx's own copy, not
+// mounted, so they change without a stop.
+func (m *Manager) ChangeLayers(ctx context.Context, name, verb string, restart bool, change func() error) (wasRunning bool, err error) {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if sb.Labels[LabelCarry] != "" || (sb.Status != "running" && sb.Status != "paused") {
+		return false, m.withOverlayLock(ctx, name, change)
+	}
+	inUse := func(why string) error {
+		return errs.Failure(fmt.Errorf("sandbox %q %s: a running overlay keeps seeing its layers as they were, so sbx %s changes them only with the sandbox stopped", name, why, verb),
+			fmt.Sprintf("wait for it to finish, stop it (sbx stop %s), or pass --restart to stop it now, ending its processes, and start it again", name))
+	}
+	if !restart {
+		st, ok, err := m.IdleStatus(ctx, sb)
+		switch {
+		case err != nil || !ok:
+			return false, inUse("is running and sbx cannot ask its agent whether it is in use")
+		case st.Busy:
+			return false, inUse("is in use (a command, a background process or a session runs)")
+		}
+	}
+	// Held exclusively, the idle lock keeps sbx commands from starting meanwhile; one that
+	// holds it now is a command in progress.
+	idle, err := flockFile(ctx, m.State.idleLockPath(name), true, restart)
+	if errors.Is(err, errLocked) {
+		return false, inUse("is in use (an sbx command is in progress)")
+	}
+	if err != nil {
+		return false, fmt.Errorf("sandbox %q: taking its idle lock: %w", name, err)
+	}
+	defer idle.Close()
+	if err := m.Stop(ctx, name); err != nil {
+		return false, err
+	}
+	return true, m.withOverlayLock(ctx, name, change)
+}
+
+func (m *Manager) withOverlayLock(ctx context.Context, name string, change func() error) error {
+	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	return change()
+}
+
+// Rollback returns sandbox name's overlay workspace to its checkpoint label, stopping a
+// running sandbox first (ChangeLayers); it reports whether it was running, so the caller can
+// start it again.
 func (m *Manager) Rollback(ctx context.Context, name, label string) (wasRunning bool, err error) {
 	l, err := m.Overlay(ctx, name)
 	if err != nil {
 		return false, err
 	}
-	sb, err := m.Inspect(ctx, name)
-	if err != nil {
-		return false, err
-	}
-	if wasRunning = sb.Status == "running" || sb.Status == "paused"; wasRunning {
-		if err := m.Stop(ctx, name); err != nil {
-			return false, err
+	return m.ChangeLayers(ctx, name, "rollback", true, func() error {
+		if err := l.Rollback(label); err != nil {
+			return errs.Failure(fmt.Errorf("sandbox %q: %w", name, err), fmt.Sprintf("list the checkpoints with sbx checkpoint ls -n %s", name))
 		}
-	}
-	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
-	if err != nil {
-		return wasRunning, err
-	}
-	defer lock.Close()
-	if err := l.Rollback(label); err != nil {
-		return wasRunning, errs.Failure(fmt.Errorf("sandbox %q: %w", name, err), fmt.Sprintf("list the checkpoints with sbx checkpoint ls -n %s", name))
-	}
-	return wasRunning, nil
+		return nil
+	})
 }

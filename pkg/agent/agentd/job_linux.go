@@ -318,6 +318,9 @@ func (s *server) busy() bool {
 // idle.lock): a command, a copy or a port forward in progress. With keep, a free lock stays
 // taken, so no sbx can start using the sandbox until the agent has exited.
 func (s *server) leased(keep bool) bool {
+	if s.idleLock < 0 {
+		return false // without idle stop the agent has no lock to ask; sbx asks the lock itself
+	}
 	if unix.Flock(s.idleLock, unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return true
 	}
@@ -345,14 +348,15 @@ func (s *server) idleTick() {
 	s.later(max(250*time.Millisecond, min(idle/4, 5*time.Second)), s.idleTick)
 }
 
-// idleStatus answers a status query: "off" without idle stop, "busy" while the sandbox is in
-// use, else the milliseconds left until it stops.
+// idleStatus answers a status query: "busy" while the sandbox is in use, else "off" without
+// idle stop, else the milliseconds left until it stops. Busy comes first because sbx asks
+// whether a sandbox is in use before it changes the layers under it (sbx discard, apply).
 func (s *server) idleStatus() string {
-	if s.opts.IdleStop == 0 {
-		return "off"
-	}
 	if s.busy() || s.leased(false) {
 		return "busy"
+	}
+	if s.opts.IdleStop == 0 {
+		return "off"
 	}
 	return strconv.FormatInt(max(0, (s.opts.IdleStop-s.now().Sub(s.idleSince)).Milliseconds()), 10)
 }
