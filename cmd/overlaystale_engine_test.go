@@ -64,3 +64,26 @@ func testDiscardSeenInside(t *testing.T, c *cli, name string, createFlags ...str
 		t.Fatalf("after discard --restart the sandbox sees %q: %s", r.Stdout, r)
 	}
 }
+
+// A rw or overlay sandbox on a project only root owns runs as 1000:1000 and cannot write
+// there: create says so, with the fix, and the sandbox indeed cannot write.
+func TestCLIRootOwnedProjectWarnsAtCreate(t *testing.T) {
+	c := newCLI(t) // root, so the project is root's
+	c.Write("existing.txt", "root's\n")
+	for _, ws := range []string{"rw", "overlay"} {
+		name := "rootowned-" + ws
+		r := c.Run("create", "-n", name, "--workspace", ws)
+		if r.Code != 0 || !strings.Contains(r.Stderr, "warning: ") || !strings.Contains(r.Stderr, "cannot write where only root can") ||
+			!strings.Contains(r.Stderr, "hint: chown the project") {
+			t.Errorf("create --workspace %s on a root-owned project: want a warning with the fix: %s", ws, r)
+		}
+		r = c.Run("exec", "-n", name, "--", "sh", "-c", "id -u; echo x >> /workspace/existing.txt")
+		if r.Code == 0 || !strings.HasPrefix(r.Stdout, "1000\n") || !strings.Contains(r.Stderr, "Permission denied") {
+			t.Errorf("--workspace %s: the sandbox should run as 1000 and be refused the write the warning named: %s", ws, r)
+		}
+		// The user's own words pick the user: no warning.
+		if r := c.Run("create", "-n", name+"-root", "--workspace", ws, "--user", "0:0"); r.Code != 0 || strings.Contains(r.Stderr, "warning:") {
+			t.Errorf("create --workspace %s --user 0:0: want no warning: %s", ws, r)
+		}
+	}
+}

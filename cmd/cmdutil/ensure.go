@@ -31,6 +31,9 @@ func EnsureSandbox(ctx context.Context, f *Factory, r *config.Resolved) (m *sand
 		return nil, nil, nil, err
 	}
 	WarnDrift(f.IOStreams, r.Name, res.Drift)
+	if res.Created {
+		WarnCreated(f.IOStreams, r)
+	}
 	_ = m.State.Touch(r.Name)
 	return m, res.Sandbox, res.Lease.Release, nil
 }
@@ -41,6 +44,16 @@ func WarnDrift(io *iostreams.IOStreams, name string, keys []string) {
 	if len(keys) > 0 {
 		fmt.Fprintf(io.ErrOut, "warning: sandbox %q runs with an older configuration (changed: %s)\nhint: apply it with: sbx create -n %s --replace\n",
 			name, strings.Join(keys, ", "), name)
+	}
+}
+
+// WarnCreated says on stderr, when a sandbox was just made, what of its configuration will
+// not work as the user likely expects: the sandbox's user and its workspace's owner.
+func WarnCreated(io *iostreams.IOStreams, r *config.Resolved) {
+	for _, w := range r.Warnings {
+		if w.Key == "user" {
+			fmt.Fprintf(io.ErrOut, "warning: %s\nhint: %s\n", w.String(), w.Fix)
+		}
 	}
 }
 

@@ -93,6 +93,9 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return err
 	}
 	res.Lease.Release()
+	if res.Created {
+		cmdutil.WarnCreated(opts.IO, r)
+	}
 	_ = m.State.Touch(r.Name)
 	action := "ready"
 	switch {

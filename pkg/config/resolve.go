@@ -396,8 +396,8 @@ func (r *Resolved) derive(owner func(string) (int, int, error), hostMemory int64
 		case err != nil:
 		case uid == 0:
 			r.Warnings = append(r.Warnings, Problem{Severity: SeverityWarning, Key: "user", Source: r.Sources["user"], Value: c.User,
-				Reason: "the project root is owned by root, which is never used implicitly; files the sandbox writes will be owned by " + c.User,
-				Fix:    "set user explicitly, or chown the project to your user"})
+				Reason: "the project root is owned by root, which sbx never picks as the sandbox's user: the sandbox runs as " + c.User + ", which cannot write where only root can (and owns what it writes)",
+				Fix:    "chown the project to your user, or pass --user 0:0 (root without capabilities) if the sandbox should write as root"})
 		default:
 			c.User = fmt.Sprintf("%d:%d", uid, gid)
 			r.Sources["user"] = Source{Layer: LayerDefault, Note: "owner of the project root"}
