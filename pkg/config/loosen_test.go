@@ -31,7 +31,9 @@ func TestLoosening(t *testing.T) {
 		{name: "allow-all seccomp file from the repository", file: "seccompProfile: @/allow.json\n", want: []string{"seccompProfile:1"}, allows: "replaces sbx's system-call filter"},
 		{name: "apparmor profile", file: "apparmorProfile: lenient\n", want: []string{"apparmorProfile:1"}},
 		{name: "another runtime", file: "runtime: kata\n", want: []string{"runtime:1"}},
-		{name: "gVisor is stronger", file: "runtime: runsc\n"},
+		// A runtime is a name in the engine's daemon.json: "runsc" may be anything there. Only
+		// isolation: gvisor is a runtime sbx checks (runsc-sbx, with its arguments).
+		{name: "runsc is only a name", file: "runtime: runsc\n", want: []string{"runtime:1"}, allows: "isolation: gvisor"},
 		{name: "isolation gvisor only tightens", file: "isolation: gvisor\n"},
 		{name: "isolation container below the user's gvisor", file: "isolation: container\n", userFile: "isolation: gvisor\n",
 			want: []string{"isolation:1"}, allows: "instead of gVisor's"},
