@@ -105,7 +105,7 @@ func trustRun(_ context.Context, opts *TrustOptions) error {
 	if !opts.Yes && !cmdutil.Confirm(opts.IO, "Trust it? [y/N] ") {
 		return errs.New(errors.New("not trusted"), errs.CodeError, "")
 	}
-	rec, err := store.Trust(rev.Trust.File, rev.Trust.SHA256)
+	rec, err := store.Trust(rev.Trust.File, rev.Trust.SHA256, rev.Trust.Files...)
 	if err != nil {
 		return errs.Failure(err, "")
 	}

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbx-sandbox/sbx/pkg/cacerts/cacertstest"
 )
 
 // TestLoosening runs the settings an untrusted project file may and may not make. A refused
@@ -273,5 +276,39 @@ func TestProtectedPathsAreRelative(t *testing.T) {
 		if _, err := f.resolve(); err == nil || !strings.Contains(err.Error(), "protectedPaths[0]") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// Trust covers what the trusted file points to inside the project, not only its text: a
+// CA file the repository (or a rw sandbox) rewrites after the user trusted the config is
+// refused like a changed config, with the way back.
+func TestTrustCoversTheFilesItPointsTo(t *testing.T) {
+	f := newFixture(t)
+	f.projectFile("caCerts: ./ca.pem\n")
+	f.write("ca.pem", f.ca())
+	f.trusted = true
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted || len(r.CACertsPEM()) == 0 {
+		t.Fatalf("trusted: %+v", r.Trust)
+	}
+	f.trusted = false
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
+		t.Fatalf("unchanged, resolved again: %+v", r.Trust)
+	}
+	f.write("ca.pem", string(cacertstest.CA(t, "attacker CA")))
+	r, err := f.resolve()
+	var verr *ValidationError
+	if !errors.As(err, &verr) || r.Trust.State != TrustChanged {
+		t.Fatalf("after ca.pem changed: %+v, %v", r.Trust, err)
+	}
+	if p := verr.Problems[0]; p.Key != "caCerts" || !strings.Contains(p.Reason, "ca.pem, which the project file points to, changed since you trusted it") {
+		t.Errorf("problem %+v", p)
+	}
+	if h := verr.Hint(); !strings.Contains(h, `run "sbx trust"`) {
+		t.Errorf("hint %q", h)
+	}
+	// Trusting again takes the new content.
+	f.trusted = true
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
+		t.Fatalf("trusted again: %+v", r.Trust)
 	}
 }
