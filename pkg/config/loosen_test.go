@@ -294,7 +294,14 @@ func TestTrustCoversTheFilesItPointsTo(t *testing.T) {
 	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
 		t.Fatalf("unchanged, resolved again: %+v", r.Trust)
 	}
+	rec, _, _ := f.store().Lookup(filepath.Join(f.root, ProjectFileName))
+	if len(rec.Files) != 1 || rec.Files[0].Key != "caCerts" || !FilesAsTrusted(rec) {
+		t.Fatalf("the record: %+v", rec)
+	}
 	f.write("ca.pem", string(cacertstest.CA(t, "attacker CA")))
+	if FilesAsTrusted(rec) {
+		t.Error("the record still matches the changed ca.pem")
+	}
 	r, err := f.resolve()
 	var verr *ValidationError
 	if !errors.As(err, &verr) || r.Trust.State != TrustChanged {
@@ -310,5 +317,23 @@ func TestTrustCoversTheFilesItPointsTo(t *testing.T) {
 	f.trusted = true
 	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
 		t.Fatalf("trusted again: %+v", r.Trust)
+	}
+}
+
+// The same for a seccomp profile kept in the project, whatever the workspace mode.
+func TestTrustCoversTheSeccompProfile(t *testing.T) {
+	f := newFixture(t)
+	f.projectFile("seccompProfile: @/filter.json\n")
+	f.write("filter.json", `{"defaultAction": "SCMP_ACT_ERRNO"}`)
+	f.trusted = true
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
+		t.Fatalf("trusted: %+v", r.Trust)
+	}
+	f.trusted = false
+	f.write("filter.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
+	r, err := f.resolve()
+	if err == nil || r.Trust.State != TrustChanged || r.Trust.ChangedFile != "filter.json" ||
+		!strings.Contains(err.Error(), "filter.json, which the project file points to, changed since you trusted it") {
+		t.Fatalf("after filter.json changed: %+v, %v", r.Trust, err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 )
 
 // Trust states of a project file.
@@ -41,11 +43,42 @@ type Trust struct {
 	ChangedFile string `json:"changedFile,omitempty"`
 }
 
-// TrustedFile is a file a trusted project file points to, with the SHA-256 of what sbx
-// reads of it ("" when it could not be read).
+// TrustedFile is a file a trusted project file points to through Key, with the SHA-256 of
+// what sbx reads of it ("" when it could not be read).
 type TrustedFile struct {
+	Key    string `json:"key"`
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256"`
+}
+
+// FilesAsTrusted reports whether every file rec's project file pointed to still holds what
+// was trusted, read as Resolve reads it.
+func FilesAsTrusted(rec TrustRecord) bool {
+	for _, f := range rec.Files {
+		if pointedHash(f.Key, f.Path, filepath.Dir(rec.Path)) != f.SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+// pointedHash is the SHA-256 of what sbx reads of the file at path for key, "" when it
+// cannot be read; root is the project's.
+func pointedHash(key, path, root string) string {
+	var data []byte
+	var err error
+	switch key {
+	case "caCerts":
+		data, err = cacerts.Read(path, cacerts.Options{Guard: root})
+	case "seccompProfile":
+		data, err = ReadFileLimit(path, maxConfigFile)
+	default:
+		return ""
+	}
+	if err != nil {
+		return ""
+	}
+	return ContentHash(data)
 }
 
 // Trusted reports whether the project file may loosen the sandbox.
@@ -235,18 +268,15 @@ func (r *Resolved) projectFiles() []TrustedFile {
 	}
 	c := r.Config
 	if r.Sources["caCerts"].Layer == LayerProject && filepath.IsAbs(c.CACerts) && inProject(c.CACerts) {
-		f := TrustedFile{Path: c.CACerts}
+		// The certificates as read for the sandbox: what was hashed is what it gets.
+		f := TrustedFile{Key: "caCerts", Path: c.CACerts}
 		if r.caErr == nil {
 			f.SHA256 = ContentHash(r.caPEM)
 		}
 		out = append(out, f)
 	}
 	if r.Sources["seccompProfile"].Layer == LayerProject && filepath.IsAbs(c.SeccompProfile) && inProject(c.SeccompProfile) {
-		f := TrustedFile{Path: c.SeccompProfile}
-		if data, err := ReadFileLimit(c.SeccompProfile, maxConfigFile); err == nil {
-			f.SHA256 = ContentHash(data)
-		}
-		out = append(out, f)
+		out = append(out, TrustedFile{Key: "seccompProfile", Path: c.SeccompProfile, SHA256: pointedHash("seccompProfile", c.SeccompProfile, r.ProjectRoot)})
 	}
 	return out
 }
