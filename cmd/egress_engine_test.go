@@ -3,9 +3,11 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -301,5 +303,76 @@ func TestCLIEgressConcurrentFirstCommands(t *testing.T) {
 	}
 	if r := c.Run("exec", "-n", name, "--", "true"); r.Code != 0 {
 		t.Errorf("a command after them: %s", r)
+	}
+}
+
+// denialFlood asks the proxy (from HTTP_PROXY) for argv[2] denied plain-HTTP requests to
+// long distinct names, one connection each, and prints how many it got a 403 for.
+const denialFlood = `import os, socket, sys
+host, port = os.environ["HTTP_PROXY"].removeprefix("http://").rstrip("/").rsplit(":", 1)
+pad, n, denied = sys.argv[1], int(sys.argv[2]), 0
+for i in range(n):
+    name = "denied-%d-%s.test" % (i, pad)
+    s = socket.create_connection((host, int(port)))
+    s.sendall(("GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (name, name)).encode())
+    answer = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        answer += b
+    s.close()
+    denied += answer.startswith(b"HTTP/1.1 403")
+print(denied)`
+
+// A sandbox looping requests to a denied host cannot fill the host's disk through the
+// proxy's decision log: the two files stay within their bound while rotation drops the
+// oldest decisions, and "sbx egress log" says how many.
+func TestCLIEgressLogBounded(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cli  func(t *testing.T) *cli
+	}{
+		{"root", newCLI},
+		{"non-root", func(t *testing.T) *cli { return newCLIAs(t, nonRootUID) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) { egressLogBounded(t, tt.cli(t)) })
+	}
+}
+
+func egressLogBounded(t *testing.T, c *cli) {
+	name := cliRun + "-egresslog"
+	if r := c.Run("create", "-n", name, "--egress", "allowed.test"); r.Code != 0 {
+		t.Fatalf("create: %s", r)
+	}
+	// About 480 bytes a line: 24000 of them are over 11 MiB, past both files' 8 MiB.
+	const n = 24000
+	r := c.Run("exec", "-n", name, "--", "python3", "-c", denialFlood, strings.Repeat("x", 200), strconv.Itoa(n))
+	if r.Code != 0 || strings.TrimSpace(r.Stdout) != strconv.Itoa(n) {
+		t.Fatalf("the flood: %s", r)
+	}
+	path := (&sandbox.StateStore{Dir: filepath.Join(c.Home, ".state", "sbx")}).EgressLogPath(name)
+	var onDisk int64
+	for _, p := range []string{path, path + ".1"} {
+		if st, err := os.Stat(p); err == nil {
+			onDisk += st.Size()
+		} else if !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	if onDisk > 2*egress.DefaultLogFileMax {
+		t.Errorf("the log takes %d bytes on the host, over its bound %d", onDisk, 2*egress.DefaultLogFileMax)
+	}
+	got, err := egress.ReadLogFile(path, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Dropped == 0 || int(got.Dropped)+len(got.Entries) != n {
+		t.Errorf("dropped %d + kept %d, want %d decisions", got.Dropped, len(got.Entries), n)
+	}
+	r = c.Run("egress", "log", name, "--tail", strconv.Itoa(n))
+	if r.Code != 0 || !strings.Contains(r.Stderr, strconv.FormatInt(got.Dropped, 10)+" earlier decisions were dropped") ||
+		!strings.Contains(r.Stdout, fmt.Sprintf("denied   denied-%d-", n-1)) {
+		t.Errorf("egress log: code %d, stderr %q, %d bytes of stdout", r.Code, r.Stderr, len(r.Stdout))
 	}
 }

@@ -90,7 +90,7 @@ func logRun(ctx context.Context, opts *LogOptions) error {
 		}
 		return err
 	}
-	fh, err := os.Open(path)
+	got, err := egress.ReadLogFile(path, opts.Tail)
 	if errors.Is(err, os.ErrNotExist) {
 		return errs.New(fmt.Errorf("sandbox %q has no egress log", opts.Name), errs.CodeError,
 			"only a sandbox with egress rules (egress: in its config) has one, once its proxy has started")
@@ -98,18 +98,16 @@ func logRun(ctx context.Context, opts *LogOptions) error {
 	if err != nil {
 		return fmt.Errorf("reading the egress log: %w", err)
 	}
-	defer fh.Close()
-	entries, skipped, err := egress.ReadLog(fh, opts.Tail)
-	if err != nil {
-		return fmt.Errorf("reading the egress log: %w", err)
-	}
-	for _, e := range entries {
+	for _, e := range got.Entries {
 		if err := emit(e); err != nil {
 			return err
 		}
 	}
-	if skipped > 0 {
-		fmt.Fprintf(opts.IO.ErrOut, "warning: skipped %d lines of %s that are not the proxy's\n", skipped, path)
+	if got.Dropped > 0 && len(got.Entries) < opts.Tail {
+		fmt.Fprintf(opts.IO.ErrOut, "note: %d earlier decisions were dropped: the log keeps its last %d MiB\n", got.Dropped, 2*egress.DefaultLogFileMax>>20)
+	}
+	if got.Skipped > 0 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: skipped %d lines of %s that are not the proxy's\n", got.Skipped, path)
 	}
 	return nil
 }
@@ -130,6 +128,8 @@ func writeEntry(w io.Writer, e egress.Entry, asJSON bool) error {
 	switch {
 	case e.Event == "reload" && e.Error != "":
 		line = fmt.Sprintf("%s  reload   rules refused, the previous ones stay: %s", when, e.Error)
+	case e.Event == "rotate":
+		line = fmt.Sprintf("%s  rotate   the log was rotated: %d earlier decisions dropped", when, e.Dropped)
 	case e.Event != "":
 		line = fmt.Sprintf("%s  %-7s  %d rules in effect", when, e.Event, e.Rules)
 	default:

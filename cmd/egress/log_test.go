@@ -55,3 +55,35 @@ func TestLogText(t *testing.T) {
 		t.Errorf("no log: %v", err)
 	}
 }
+
+// The reader takes the rotated file first and says how many decisions rotation dropped.
+func TestLogRotated(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "egress.log")
+	line := func(host string) string {
+		return `{"time":"2026-12-01T10:00:00Z","method":"CONNECT","host":"` + host + `","port":443,"allowed":false,"reason":"no rule allows it","bytesUp":0,"bytesDown":0,"durationMs":0}` + "\n"
+	}
+	rotated := `{"time":"2026-12-01T09:00:00Z","event":"rotate","dropped":40}` + "\n" + line("a.test") + line("b.test")
+	current := `{"time":"2026-12-01T10:00:00Z","event":"rotate","dropped":75}` + "\n" + line("c.test")
+	if err := os.WriteFile(path+".1", []byte(rotated), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(current), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ios, _, out, errOut := iostreams.Test()
+	opts := &LogOptions{IO: ios, Path: func(string) string { return path }, Name: "web", Tail: 100}
+	if err := logRun(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		hosts = append(hosts, strings.Fields(l)[2])
+	}
+	if strings.Join(hosts, ",") != "a.test:443,b.test:443,c.test:443" {
+		t.Errorf("out:\n%s", out)
+	}
+	if !strings.Contains(errOut.String(), "75 earlier decisions were dropped") {
+		t.Errorf("stderr %q", errOut)
+	}
+}

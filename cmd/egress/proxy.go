@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -52,7 +53,7 @@ func NewCmdProxy(f *cmdutil.Factory, runF func(context.Context, *ProxyOptions) e
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Rules, "rules", "", "rules `FILE` (egress.WriteFile's format), re-read when it changes")
-	fl.StringVar(&opts.Log, "log", "", "decision log `FILE`, appended to")
+	fl.StringVar(&opts.Log, "log", "", "decision log `FILE`, appended to and rotated to FILE.1")
 	fl.StringVar(&opts.Ready, "ready", "", "`FILE` written once the proxy listens")
 	fl.StringVar(&opts.Sandbox, "sandbox", "", "sandbox `NAME` for the log and refusals")
 	fl.StringVar(&opts.Listen, "listen", "", "`ADDR:PORT` to listen on: the proxy's address on the sandbox's network only")
@@ -64,9 +65,10 @@ func NewCmdProxy(f *cmdutil.Factory, runF func(context.Context, *ProxyOptions) e
 
 func proxyRun(ctx context.Context, opts *ProxyOptions) error {
 	procs.All() // a server relaying every sandbox's downloads
-	logFile, err := os.OpenFile(opts.Log, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	// Bounded: a sandbox looping requests to a denied host would otherwise fill the host's disk.
+	logFile, err := egress.OpenLogFile(opts.Log, egress.DefaultLogFileMax, time.Now)
 	if err != nil {
-		return fmt.Errorf("opening the egress log: %w", err)
+		return err
 	}
 	defer logFile.Close()
 	srv, err := egress.NewServer(egress.Config{Sandbox: opts.Sandbox, RulesFile: opts.Rules, Log: logFile,

@@ -105,7 +105,7 @@ func trustRun(_ context.Context, opts *TrustOptions) error {
 	if !opts.Yes && !cmdutil.Confirm(opts.IO, "Trust it? [y/N] ") {
 		return errs.New(errors.New("not trusted"), errs.CodeError, "")
 	}
-	rec, err := store.Trust(rev.Trust.File, rev.Trust.SHA256)
+	rec, err := store.Trust(rev.Trust.File, rev.Trust.SHA256, rev.Trust.Files...)
 	if err != nil {
 		return errs.Failure(err, "")
 	}
@@ -155,16 +155,24 @@ func projectDir(in config.Inputs) string {
 func writeReview(w io.Writer, rev *config.Review) {
 	t := rev.Trust
 	file := cmdutil.SafeText(t.File)
-	switch t.State {
-	case config.TrustTrusted:
+	switch {
+	case t.State == config.TrustTrusted:
 		fmt.Fprintf(w, "%s is trusted as it is (since %s).\n", file, t.TrustedAt.Format(time.DateOnly))
-	case config.TrustChanged:
+	case t.State == config.TrustChanged && t.ChangedFile != "":
+		fmt.Fprintf(w, "%s, which %s points to, changed since you trusted it on %s.\n", cmdutil.SafeText(t.ChangedFile), file, t.TrustedAt.Format(time.DateOnly))
+	case t.State == config.TrustChanged:
 		fmt.Fprintf(w, "%s changed since you trusted it on %s.\n", file, t.TrustedAt.Format(time.DateOnly))
 	default:
 		fmt.Fprintf(w, "%s is not trusted: it may only tighten the sandbox.\n", file)
 	}
 	if t.Error != "" {
 		fmt.Fprintf(w, "warning: %s\n", cmdutil.SafeText(t.Error))
+	}
+	if len(t.Files) > 0 {
+		fmt.Fprintln(w, "Trusting it also trusts, with their content as it is now, the files it points to:")
+		for _, f := range t.Files {
+			fmt.Fprintf(w, "  %s %s\n", f.Key, cmdutil.SafeText(f.Path))
+		}
 	}
 	if len(rev.Loosenings) == 0 {
 		fmt.Fprintln(w, "It loosens nothing compared with your own settings.")
@@ -241,7 +249,7 @@ func currentState(r config.TrustRecord) string {
 	if errors.Is(err, fs.ErrNotExist) {
 		return "missing"
 	}
-	if sum, err := config.FileHash(r.Path); err == nil && sum == r.SHA256 {
+	if sum, err := config.FileHash(r.Path); err == nil && sum == r.SHA256 && config.FilesAsTrusted(r) {
 		return "current"
 	}
 	return "changed"

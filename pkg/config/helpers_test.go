@@ -97,16 +97,7 @@ func (f *fixture) flag(key string, values ...string) {
 
 func (f *fixture) inputs() Inputs {
 	store := f.store()
-	if f.trusted {
-		data, err := os.ReadFile(filepath.Join(f.root, ProjectFileName))
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if _, err := store.Trust(filepath.Join(f.root, ProjectFileName), ContentHash(data)); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-	return Inputs{
+	in := Inputs{
 		Trust:       store,
 		Getenv:      func(k string) string { return f.env[k] },
 		HomeDir:     func() (string, error) { return f.home, nil },
@@ -119,6 +110,17 @@ func (f *fixture) inputs() Inputs {
 		FileOwner:   func(string) (int, int, error) { return 1234, 5678, nil },
 		HostCADirs:  []string{f.hostCAs},
 	}
+	if f.trusted {
+		// As "sbx trust" does: the file and what it points to, as they are now.
+		rev, err := ReviewProject(in)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := store.Trust(rev.Trust.File, rev.Trust.SHA256, rev.Trust.Files...); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return in
 }
 
 // store is the fixture user's trust store.

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbx-sandbox/sbx/pkg/cacerts/cacertstest"
 )
 
 // TestLoosening runs the settings an untrusted project file may and may not make. A refused
@@ -31,7 +34,9 @@ func TestLoosening(t *testing.T) {
 		{name: "allow-all seccomp file from the repository", file: "seccompProfile: @/allow.json\n", want: []string{"seccompProfile:1"}, allows: "replaces sbx's system-call filter"},
 		{name: "apparmor profile", file: "apparmorProfile: lenient\n", want: []string{"apparmorProfile:1"}},
 		{name: "another runtime", file: "runtime: kata\n", want: []string{"runtime:1"}},
-		{name: "gVisor is stronger", file: "runtime: runsc\n"},
+		// A runtime is a name in the engine's daemon.json: "runsc" may be anything there. Only
+		// isolation: gvisor is a runtime sbx checks (runsc-sbx, with its arguments).
+		{name: "runsc is only a name", file: "runtime: runsc\n", want: []string{"runtime:1"}, allows: "isolation: gvisor"},
 		{name: "isolation gvisor only tightens", file: "isolation: gvisor\n"},
 		{name: "isolation container below the user's gvisor", file: "isolation: container\n", userFile: "isolation: gvisor\n",
 			want: []string{"isolation:1"}, allows: "instead of gVisor's"},
@@ -271,5 +276,64 @@ func TestProtectedPathsAreRelative(t *testing.T) {
 		if _, err := f.resolve(); err == nil || !strings.Contains(err.Error(), "protectedPaths[0]") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// Trust covers what the trusted file points to inside the project, not only its text: a
+// CA file the repository (or a rw sandbox) rewrites after the user trusted the config is
+// refused like a changed config, with the way back.
+func TestTrustCoversTheFilesItPointsTo(t *testing.T) {
+	f := newFixture(t)
+	f.projectFile("caCerts: ./ca.pem\n")
+	f.write("ca.pem", f.ca())
+	f.trusted = true
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted || len(r.CACertsPEM()) == 0 {
+		t.Fatalf("trusted: %+v", r.Trust)
+	}
+	f.trusted = false
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
+		t.Fatalf("unchanged, resolved again: %+v", r.Trust)
+	}
+	rec, _, _ := f.store().Lookup(filepath.Join(f.root, ProjectFileName))
+	if len(rec.Files) != 1 || rec.Files[0].Key != "caCerts" || !FilesAsTrusted(rec) {
+		t.Fatalf("the record: %+v", rec)
+	}
+	f.write("ca.pem", string(cacertstest.CA(t, "attacker CA")))
+	if FilesAsTrusted(rec) {
+		t.Error("the record still matches the changed ca.pem")
+	}
+	r, err := f.resolve()
+	var verr *ValidationError
+	if !errors.As(err, &verr) || r.Trust.State != TrustChanged {
+		t.Fatalf("after ca.pem changed: %+v, %v", r.Trust, err)
+	}
+	if p := verr.Problems[0]; p.Key != "caCerts" || !strings.Contains(p.Reason, "ca.pem, which the project file points to, changed since you trusted it") {
+		t.Errorf("problem %+v", p)
+	}
+	if h := verr.Hint(); !strings.Contains(h, `run "sbx trust"`) {
+		t.Errorf("hint %q", h)
+	}
+	// Trusting again takes the new content.
+	f.trusted = true
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
+		t.Fatalf("trusted again: %+v", r.Trust)
+	}
+}
+
+// The same for a seccomp profile kept in the project, whatever the workspace mode.
+func TestTrustCoversTheSeccompProfile(t *testing.T) {
+	f := newFixture(t)
+	f.projectFile("seccompProfile: @/filter.json\n")
+	f.write("filter.json", `{"defaultAction": "SCMP_ACT_ERRNO"}`)
+	f.trusted = true
+	if r := f.mustResolve(); r.Trust.State != TrustTrusted {
+		t.Fatalf("trusted: %+v", r.Trust)
+	}
+	f.trusted = false
+	f.write("filter.json", `{"defaultAction": "SCMP_ACT_ALLOW"}`)
+	r, err := f.resolve()
+	if err == nil || r.Trust.State != TrustChanged || r.Trust.ChangedFile != "filter.json" ||
+		!strings.Contains(err.Error(), "filter.json, which the project file points to, changed since you trusted it") {
+		t.Fatalf("after filter.json changed: %+v, %v", r.Trust, err)
 	}
 }

@@ -126,10 +126,9 @@ func Posture(r *Resolved) []PostureItem {
 		add("isolation", "isolation", LevelOK, "gVisor ("+GVisorRuntime+", ptrace platform): a user-space kernel answers the sandbox's system calls, the host's kernel sees only gVisor's", "")
 	case rt == "":
 		add("isolation", "isolation", LevelOK, "container: the host's kernel, behind namespaces, seccomp and dropped capabilities (the engine's default runtime, usually runc)", "")
-	case rt == "runsc":
-		add("isolation", "runtime", LevelOK, "runsc (gVisor, registered by you): a user-space kernel between the sandbox and the host", "")
 	default:
-		add("isolation", "runtime", LevelOK, "container under the runtime "+rt, "")
+		// A runtime is a name in the engine's configuration: sbx cannot say what it runs.
+		add("isolation", "runtime", LevelOK, "container under the engine's runtime "+rt+" (sbx does not check it; isolation: gvisor is the gVisor sbx checks)", "")
 	}
 	if c.CACerts != "" {
 		add("CA certificates", "caCerts", LevelWeak, "tools trust "+caText(c.CACerts)+" besides the image's own",

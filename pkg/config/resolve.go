@@ -184,6 +184,8 @@ func Resolve(in Inputs) (*Resolved, error) {
 	var layers [][]entry
 	var problems []Problem
 	projectLayer := -1
+	var projectPath string
+	var projectData []byte
 	load := func(layer, path string, required bool) {
 		data, err := readConfigFile(path)
 		r.Files = append(r.Files, File{Layer: layer, Path: path, Found: err == nil})
@@ -201,7 +203,7 @@ func Resolve(in Inputs) (*Resolved, error) {
 		res := parseFile(src, data, r.Name)
 		r.nameSpecific = r.nameSpecific || res.sections
 		if layer == LayerProject {
-			r.Trust = trustOf(in.Trust, path, data)
+			projectPath, projectData = path, data
 			r.sections = res.sectionNames
 			projectLayer = len(layers)
 		}
@@ -228,7 +230,10 @@ func Resolve(in Inputs) (*Resolved, error) {
 	problems = append(append(problems, envProblems...), flagProblems...)
 
 	r.build(layers, in.FileOwner, in.HostMemory)
+	// Read before trust is judged: trust covers the certificates as read here.
+	r.caPEM, r.caErr = cacerts.Read(r.Config.CACerts, cacerts.Options{Guard: r.ProjectRoot, HostDirs: in.HostCADirs})
 	if projectLayer >= 0 {
+		r.Trust = trustOf(in.Trust, projectPath, projectData, r.projectFiles())
 		base := &Resolved{Name: r.Name, ProjectRoot: r.ProjectRoot, WorkingDir: r.WorkingDir, HostCPUs: r.HostCPUs, home: r.home}
 		base.build(slices.Delete(slices.Clone(layers), projectLayer, projectLayer+1), in.FileOwner, in.HostMemory)
 		r.Loosenings = loosenings(base, r)
@@ -237,7 +242,6 @@ func Resolve(in Inputs) (*Resolved, error) {
 		}
 	}
 
-	r.caPEM, r.caErr = cacerts.Read(r.Config.CACerts, cacerts.Options{Guard: r.ProjectRoot, HostDirs: in.HostCADirs})
 	refused, warnings := Validate(r)
 	r.Problems = append(problems, refused...)
 	r.Warnings = append(r.Warnings, warnings...)

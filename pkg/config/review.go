@@ -31,7 +31,14 @@ func ReviewProject(in Inputs) (*Review, error) {
 		return nil, err
 	}
 	rev := &Review{Trust: r.Trust, Loosenings: []ReviewItem{}}
+	rev.Trust.Files = nil
 	add := func(sandbox string, res *Resolved) {
+		// Each sandbox may point to files of its own: trusting takes all of them.
+		for _, f := range res.Trust.Files {
+			if !slices.Contains(rev.Trust.Files, f) {
+				rev.Trust.Files = append(rev.Trust.Files, f)
+			}
+		}
 		for _, l := range res.Loosenings {
 			if !slices.ContainsFunc(rev.Loosenings, func(i ReviewItem) bool { return i.Loosening == l }) {
 				rev.Loosenings = append(rev.Loosenings, ReviewItem{Sandbox: sandbox, Loosening: l})

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 )
 
 // Trust states of a project file.
@@ -33,6 +35,50 @@ type Trust struct {
 	TrustedAt *time.Time `json:"trustedAt,omitempty"`
 	// Error says why the trust store could not be read; the file is then untrusted.
 	Error string `json:"error,omitempty"`
+	// Files are the files inside the project the file points to (caCerts, seccompProfile),
+	// as they are now: trusting the file trusts them with this content.
+	Files []TrustedFile `json:"files,omitempty"`
+	// ChangedFile is, with TrustChanged, the one of Files that changed since it was trusted
+	// (relative to the project root); empty when the project file itself changed.
+	ChangedFile string `json:"changedFile,omitempty"`
+}
+
+// TrustedFile is a file a trusted project file points to through Key, with the SHA-256 of
+// what sbx reads of it ("" when it could not be read).
+type TrustedFile struct {
+	Key    string `json:"key"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+}
+
+// FilesAsTrusted reports whether every file rec's project file pointed to still holds what
+// was trusted, read as Resolve reads it.
+func FilesAsTrusted(rec TrustRecord) bool {
+	for _, f := range rec.Files {
+		if pointedHash(f.Key, f.Path, filepath.Dir(rec.Path)) != f.SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+// pointedHash is the SHA-256 of what sbx reads of the file at path for key, "" when it
+// cannot be read; root is the project's.
+func pointedHash(key, path, root string) string {
+	var data []byte
+	var err error
+	switch key {
+	case "caCerts":
+		data, err = cacerts.Read(path, cacerts.Options{Guard: root})
+	case "seccompProfile":
+		data, err = ReadFileLimit(path, maxConfigFile)
+	default:
+		return ""
+	}
+	if err != nil {
+		return ""
+	}
+	return ContentHash(data)
 }
 
 // Trusted reports whether the project file may loosen the sandbox.
@@ -43,6 +89,8 @@ type TrustRecord struct {
 	Path      string    `json:"path"`
 	SHA256    string    `json:"sha256"`
 	TrustedAt time.Time `json:"trustedAt"`
+	// Files are the files inside the project it pointed to, with the content trusted.
+	Files []TrustedFile `json:"files,omitempty"`
 }
 
 // TrustStore keeps the trusted project files in one JSON file of the user's state directory.
@@ -82,9 +130,10 @@ func (s *TrustStore) Lookup(path string) (TrustRecord, bool, error) {
 	return tf.Files[i], true, nil
 }
 
-// Trust records the file at path with the hash of the content the user reviewed.
-func (s *TrustStore) Trust(path, sum string) (TrustRecord, error) {
-	rec := TrustRecord{Path: path, SHA256: sum, TrustedAt: s.Now().UTC().Truncate(time.Second)}
+// Trust records the file at path with the hash of the content the user reviewed, and the
+// files inside the project it points to (Trust.Files of the review).
+func (s *TrustStore) Trust(path, sum string, files ...TrustedFile) (TrustRecord, error) {
+	rec := TrustRecord{Path: path, SHA256: sum, TrustedAt: s.Now().UTC().Truncate(time.Second), Files: files}
 	err := s.update(func(tf *trustFile) bool {
 		tf.Files = slices.DeleteFunc(tf.Files, func(r TrustRecord) bool { return r.Path == path })
 		tf.Files = append(tf.Files, rec)
@@ -177,9 +226,10 @@ func ContentHash(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// trustOf judges the project file at path with content data against the store.
-func trustOf(store *TrustStore, path string, data []byte) Trust {
-	t := Trust{State: TrustUntrusted, File: path, SHA256: ContentHash(data)}
+// trustOf judges the project file at path with content data, and the files inside the
+// project it points to, against the store.
+func trustOf(store *TrustStore, path string, data []byte, files []TrustedFile) Trust {
+	t := Trust{State: TrustUntrusted, File: path, SHA256: ContentHash(data), Files: files}
 	if store == nil {
 		return t
 	}
@@ -188,12 +238,47 @@ func trustOf(store *TrustStore, path string, data []byte) Trust {
 	case err != nil:
 		t.Error = err.Error()
 	case !ok:
-	case rec.SHA256 == t.SHA256:
-		t.State, t.TrustedAt = TrustTrusted, &rec.TrustedAt
-	default:
+	case rec.SHA256 != t.SHA256:
 		t.State, t.TrustedAt = TrustChanged, &rec.TrustedAt
+	default:
+		t.State, t.TrustedAt = TrustTrusted, &rec.TrustedAt
+		// A file the config points to is part of what was trusted: a repository (or a rw
+		// sandbox) that rewrites it changes what the trusted config does.
+		for _, f := range files {
+			if !slices.Contains(rec.Files, f) {
+				t.State, t.ChangedFile = TrustChanged, filepath.Base(f.Path)
+				if rel, err := filepath.Rel(filepath.Dir(path), f.Path); err == nil {
+					t.ChangedFile = filepath.ToSlash(rel)
+				}
+				break
+			}
+		}
 	}
 	return t
+}
+
+// projectFiles hashes what r reads of the files inside the project that its project file
+// points to: the CA certificates caCerts names (as read for the sandbox) and the seccomp
+// profile.
+func (r *Resolved) projectFiles() []TrustedFile {
+	var out []TrustedFile
+	inProject := func(p string) bool {
+		rel, err := filepath.Rel(r.ProjectRoot, canonical(p))
+		return err == nil && filepath.IsLocal(rel)
+	}
+	c := r.Config
+	if r.Sources["caCerts"].Layer == LayerProject && filepath.IsAbs(c.CACerts) && inProject(c.CACerts) {
+		// The certificates as read for the sandbox: what was hashed is what it gets.
+		f := TrustedFile{Key: "caCerts", Path: c.CACerts}
+		if r.caErr == nil {
+			f.SHA256 = ContentHash(r.caPEM)
+		}
+		out = append(out, f)
+	}
+	if r.Sources["seccompProfile"].Layer == LayerProject && filepath.IsAbs(c.SeccompProfile) && inProject(c.SeccompProfile) {
+		out = append(out, TrustedFile{Key: "seccompProfile", Path: c.SeccompProfile, SHA256: pointedHash("seccompProfile", c.SeccompProfile, r.ProjectRoot)})
+	}
+	return out
 }
 
 // refusals turns what an untrusted project file loosens into refused settings.
@@ -201,6 +286,9 @@ func (t Trust) refusals(ls []Loosening) []Problem {
 	why := "the project file is not trusted"
 	if t.State == TrustChanged {
 		why = "the project file changed since you trusted it"
+		if t.ChangedFile != "" {
+			why = t.ChangedFile + ", which the project file points to, changed since you trusted it"
+		}
 		if t.TrustedAt != nil {
 			why += " on " + t.TrustedAt.UTC().Format(time.DateOnly)
 		}

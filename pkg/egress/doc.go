@@ -45,8 +45,9 @@
 // Each request is one JSON line (Entry) on the writer the caller gives: logged at once when
 // refused, when it ends (with its bytes and duration) when allowed. Reloads are lines with
 // "event":"reload". Lines are written whole, one Write each, under a lock, and cut to stay
-// far below MaxLogLine; the server never rotates the file, so the caller must (rename and
-// reopen; Follow finishes the old file first). ReadLog and Follow read it back for
-// "sbx egress log", skipping lines that are too long or not entries and leaving an
-// unfinished last line for later.
+// far below MaxLogLine. The server does not rotate its writer; LogFile, the writer the proxy
+// uses, keeps the file and one rotated file (path + ".1") of at most DefaultLogFileMax
+// each, and starts each new file with a "rotate" line counting the entries neither file
+// holds any more. ReadLogFile and Follow read both back for "sbx egress log", skipping
+// lines that are too long or not entries and leaving an unfinished last line for later.
 package egress

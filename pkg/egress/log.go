@@ -15,7 +15,8 @@ import (
 
 // Entry is one line of the decision log. A request's line has no Event; a rules-file reload
 // writes a line with Event "reload" and Rules (how many rules are in effect) or Error (the
-// file was refused and the previous rules stay).
+// file was refused and the previous rules stay); a LogFile starts each new file with Event
+// "rotate" and Dropped.
 type Entry struct {
 	Time       time.Time `json:"time"`
 	Sandbox    string    `json:"sandbox,omitempty"`
@@ -33,6 +34,9 @@ type Entry struct {
 	DurationMs int64     `json:"durationMs"`
 	Rules      int       `json:"rules,omitempty"`
 	Error      string    `json:"error,omitempty"`
+	// Dropped is on a "rotate" line, which starts each file after a rotation: how many
+	// entries are in neither file of the log any more.
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // reloadLine is what a reload writes: the request fields would only be zeros.
@@ -219,9 +223,9 @@ func ReadLog(r io.Reader, max int) ([]Entry, int, error) {
 
 // Follow calls emit with the last tail entries of the log at path and then with every entry
 // appended to it, checking for more at each tick, until ctx ends or emit fails; it returns
-// ctx.Err() or emit's error as they are. It waits for a missing file to appear, finishes a
-// file that was rotated away before it opens the new one, and starts again from the top of
-// a file that shrank. A line is emitted once its newline is written.
+// ctx.Err() or emit's error as they are. The tail includes the rotated file (path + ".1").
+// It waits for a missing file to appear, finishes a file that was rotated away before it
+// opens the new one, and starts again from the top of a file that shrank. A line is emitted once its newline is written.
 func Follow(ctx context.Context, path string, tail int, ticks <-chan time.Time, emit func(Entry) error) error {
 	if tail < 0 {
 		return errors.New("following the egress log: tail must not be negative")
@@ -256,6 +260,11 @@ func Follow(ctx context.Context, path string, tail int, ticks <-chan time.Time, 
 			}
 		}
 		if f != nil {
+			if first && tail > 0 {
+				if err := tailRotated(path, f, &last); err != nil {
+					return err
+				}
+			}
 			if err := drain(f, p, &offset, buf); err != nil {
 				return err
 			}
@@ -290,6 +299,26 @@ func Follow(ctx context.Context, path string, tail int, ticks <-chan time.Time, 
 		case <-ticks:
 		}
 	}
+}
+
+// tailRotated puts the last entries of the file rotated before cur into last, so a tail
+// right after a rotation still shows the decisions before it.
+func tailRotated(path string, cur *os.File, last *ring) error {
+	old, err := os.Open(path + ".1")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer old.Close()
+	a, errA := old.Stat()
+	b, errB := cur.Stat()
+	if errA != nil || errB != nil || os.SameFile(a, b) {
+		return nil // rotated since cur was opened: cur is that file
+	}
+	_, err = scanOpen(old, 2*DefaultLogFileMax, 0, last.add)
+	return err
 }
 
 // drain reads f from offset to its end.

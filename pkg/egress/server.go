@@ -36,7 +36,7 @@ type Config struct {
 	Resolver  Resolver
 	Dialer    Dialer
 	// Log receives the decision log, one JSON line a write (see Entry); nil discards it.
-	// The server never rotates it.
+	// The server does not rotate it: a LogFile does.
 	Log io.Writer
 	// Now is the clock of log lines and durations; nil means time.Now.
 	Now func() time.Time

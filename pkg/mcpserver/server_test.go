@@ -25,7 +25,12 @@ func connect(t *testing.T, r *config.Resolved, sb func(context.Context) (*sandbo
 			return nil, nil, nil, errors.New("no sandbox in this test")
 		}
 	}
-	srv := New(Options{Resolved: r, Sandbox: sb, Version: "test"})
+	return connectServer(t, New(Options{Resolved: r, Sandbox: sb, Version: "test"}))
+}
+
+// connectServer serves srv over an in-memory transport and returns a client session.
+func connectServer(t *testing.T, srv *mcp.Server) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := srv.Connect(ctx, st, nil)

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -101,10 +102,14 @@ func TestWaitReload(t *testing.T) {
 		{`{"time":"2026-12-01T10:00:01Z","event":"reload","rules":3}` + "\n", ""},
 		{`{"time":"2026-12-01T10:00:01Z","event":"reload","error":"allow: egress rule \"@x\": unknown preset"}` + "\n", "refused the new rules and keeps the previous ones: allow: egress rule"},
 	} {
+		if err := os.WriteFile(log, []byte(old), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mark := egress.MarkLog(log)
 		if err := os.WriteFile(log, []byte(old+tt.appended), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		err := waitReload(context.Background(), "web", log, int64(len(old)))
+		err := waitReload(context.Background(), "web", log, mark)
 		if (tt.want == "" && err != nil) || (tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want))) {
 			t.Errorf("after %q: %v, want %q", tt.appended, err, tt.want)
 		}

@@ -117,15 +117,12 @@ func (m *Manager) ChangeEgress(ctx context.Context, name string, allow bool, des
 		}
 	}
 	logPath := m.State.EgressLogPath(name)
-	var offset int64
-	if st, err := os.Stat(logPath); err == nil {
-		offset = st.Size()
-	}
+	mark := egress.MarkLog(logPath)
 	if err := egress.WriteFile(filepath.Join(m.State.EgressDir(name), EgressRulesFile), f); err != nil {
 		return EgressRuntime{}, errs.Failure(fmt.Errorf("sandbox %q: writing its egress rules: %w", name, err), "")
 	}
 	if info, err := m.Engine.ContainerInspect(ctx, ProxyName(name)); err == nil && info.State != nil && info.State.Running {
-		if err := waitReload(ctx, name, logPath, offset); err != nil {
+		if err := waitReload(ctx, name, logPath, mark); err != nil {
 			return EgressRuntime{}, err
 		}
 	}
@@ -136,23 +133,17 @@ func (m *Manager) ChangeEgress(ctx context.Context, name string, allow bool, des
 // it checks the file every 500 ms.
 const reloadWait = 5 * time.Second
 
-// waitReload waits until the proxy logs a reload after offset, so that when "sbx egress
+// waitReload waits until the proxy logs a reload after mark (in whichever file rotation left it), so that when "sbx egress
 // allow" returns, the change is in effect; a reload that refused the file is an error.
-func waitReload(ctx context.Context, name, logPath string, offset int64) error {
+func waitReload(ctx context.Context, name, logPath string, mark egress.LogMark) error {
 	deadline := time.Now().Add(reloadWait)
 	for time.Now().Before(deadline) {
-		if fh, err := os.Open(logPath); err == nil {
-			_, _ = fh.Seek(offset, io.SeekStart)
-			entries, _, _ := egress.ReadLog(io.LimitReader(fh, 1<<20), 64)
-			fh.Close()
-			for _, e := range entries {
-				switch {
-				case e.Event == "reload" && e.Error != "":
-					return errs.Failure(fmt.Errorf("sandbox %q: its proxy refused the new rules and keeps the previous ones: %s", name, e.Error), "")
-				case e.Event == "reload":
-					return nil
-				}
-			}
+		e, ok := egress.FindSince(logPath, mark, func(e egress.Entry) bool { return e.Event == "reload" })
+		switch {
+		case ok && e.Error != "":
+			return errs.Failure(fmt.Errorf("sandbox %q: its proxy refused the new rules and keeps the previous ones: %s", name, e.Error), "")
+		case ok:
+			return nil
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return err
