@@ -142,12 +142,19 @@ touch /workspace/ok`)
 	if fi, err := os.Stat(filepath.Join(c.Project, "big.bin")); err != nil || fi.Size() != 50<<20 {
 		t.Errorf("after apply, big.bin: %v %v", fi, err)
 	}
-	if target, err := os.Readlink(filepath.Join(c.Project, "escape")); err != nil || target != secret {
-		t.Errorf("after apply, escape is not the link the sandbox made: %q %v", target, err)
+	// A link leaving the project is protected: applied only when the user names it.
+	if _, err := os.Lstat(filepath.Join(c.Project, "escape")); err == nil {
+		t.Errorf("after apply, the link leaving the project is on the host")
 	}
 	r = c.Run("diff", "--name-only")
-	if r.Code != 0 || r.Stdout != ".envrc\nconflict.txt\n" {
-		t.Fatalf("diff after apply: want only the conflict and the protected path: %s", r)
+	if r.Code != 0 || r.Stdout != ".envrc\nconflict.txt\nescape\n" {
+		t.Fatalf("diff after apply: want only the conflict and the protected paths: %s", r)
+	}
+	if r = c.Run("apply", "--include-protected", "escape"); r.Code != 0 {
+		t.Fatalf("apply --include-protected escape: %s", r)
+	}
+	if target, err := os.Readlink(filepath.Join(c.Project, "escape")); err != nil || target != secret {
+		t.Errorf("after apply --include-protected, escape is not the link the sandbox made: %q %v", target, err)
 	}
 
 	// The sandbox swaps its link for a directory holding a file of the link target's name:

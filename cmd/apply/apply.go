@@ -41,9 +41,11 @@ func NewCmdApply(f *cmdutil.Factory, runF func(context.Context, *ApplyOptions) e
 the host, all of it or the changes at or under each PATH. Each file is written to a
 temporary file beside it and renamed over it, so it is old or new, never partial, and
 nothing is written through a link. A path the host changed since the sandbox was created is
-a conflict: listed and left alone (exit 1), the rest applied. Paths that protectedPaths
-covers (.sbx.yaml, .git/hooks, .git/config, ...) are skipped and named unless
---include-protected. What was applied leaves the sandbox's layer, so the next diff no
+a conflict: listed and left alone (exit 1), the rest applied. Protected paths are skipped
+and named unless --include-protected: what protectedPaths covers (.sbx.yaml, .vscode, ...),
+anything git obeys (.git directories and files, .gitmodules, .gitattributes, in any
+repository; hooks and includes the project's git configs name; a directory laid out as a
+repository) and links that leave the project (sbx diff shows why for each). What was applied leaves the sandbox's layer, so the next diff no
 longer shows it.`,
 		Example: `  sbx diff --stat && sbx apply
   sbx apply src/ --dry-run`,
@@ -101,7 +103,7 @@ func report(opts *ApplyOptions, res *overlay.ApplyResult) {
 		fmt.Fprintf(opts.IO.Out, "%s %s %s\n", verb, c.Status, overlay.Quote(c.Path))
 	}
 	for _, c := range res.Skipped {
-		fmt.Fprintf(opts.IO.ErrOut, "skipped %s: protected by %s (--include-protected applies it)\n", overlay.Quote(c.Path), c.Protected)
+		fmt.Fprintf(opts.IO.ErrOut, "skipped %s: protected (%s); --include-protected applies it\n", overlay.Quote(c.Path), c.Protected)
 	}
 	for _, c := range res.Conflicts {
 		fmt.Fprintf(opts.IO.ErrOut, "conflict %s: %s\n", overlay.Quote(c.Path), c.Conflict)

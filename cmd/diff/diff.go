@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 // DiffOptions are the inputs of "sbx diff".
@@ -37,7 +38,11 @@ added, modified, deleted and renamed files, mode changes, binary files. The defa
 is a unified diff that git apply accepts; --stat counts lines per file, --name-only lists
 paths, --json lists every change with its status, kind, modes, whether it is binary,
 protected (apply skips it) or in conflict (the host changed the path since the sandbox
-was created). PATHs keep only changes at or under them.`,
+was created), and a link's target. Protected are what protectedPaths covers, anything git
+obeys (.git directories and files, .gitmodules, .gitattributes, at any depth; what the
+project's git configs name as hooks or includes; a directory laid out as a repository) and
+links that leave the project. Notes on stderr name them, directories added and permission
+changes. PATHs keep only changes at or under them.`,
 		Example: `  sbx diff
   sbx diff --stat
   sbx diff | git apply --check`,
@@ -94,15 +99,31 @@ func diffRun(ctx context.Context, opts *DiffOptions) error {
 	if err := l.Patch(out, changes); err != nil {
 		return err
 	}
+	notes(opts.IO, changes)
+	return nil
+}
+
+// notes says on stderr what a unified diff cannot carry or a reviewer must not miss:
+// conflicts, protected paths (links leaving the project with their targets), directories
+// added, and permission changes.
+func notes(io *iostreams.IOStreams, changes []overlay.Change) {
 	for _, c := range changes {
+		name := overlay.Quote(c.Path)
 		switch {
 		case c.Conflict != "":
-			opts.IO.Progressf("conflict: %s: %s\n", overlay.Quote(c.Path), c.Conflict)
+			io.Progressf("conflict: %s: %s\n", name, c.Conflict)
+		case c.Protected == protect.ReasonLink:
+			io.Progressf("protected: %s -> %s, outside the project: sbx apply skips it without --include-protected\n", name, overlay.Quote(c.Target))
 		case c.Protected != "":
-			opts.IO.Progressf("protected: %s (by %s): sbx apply skips it without --include-protected\n", overlay.Quote(c.Path), c.Protected)
+			io.Progressf("protected: %s (by %s): sbx apply skips it without --include-protected\n", name, c.Protected)
+		}
+		switch {
+		case c.Kind == overlay.KindDir && c.Status == overlay.Added:
+			io.Progressf("directory added: %s (mode %s)\n", name, c.NewMode)
+		case c.OldMode != "" && c.NewMode != "" && c.OldMode != c.NewMode:
+			io.Progressf("mode changed: %s %s -> %s\n", name, c.OldMode, c.NewMode)
 		}
 	}
-	return nil
 }
 
 func printStat(out io.Writer, l overlay.Layers, changes []overlay.Change) error {

@@ -42,8 +42,11 @@ type Change struct {
 	NewMode string `json:"newMode,omitempty"`
 	Size    int64  `json:"size"`
 	Binary  bool   `json:"binary,omitempty"`
-	// Protected is the protectedPaths entry that covers the path: apply skips it unless told.
+	// Protected says why apply skips the change unless told (protect.Guard): the
+	// protectedPaths entry that covers the path, or another of the guard's reasons.
 	Protected string `json:"protected,omitempty"`
+	// Target is the target of a link the sandbox made or changed.
+	Target string `json:"target,omitempty"`
 	// Conflict says how the host changed the path since the sandbox was created: apply
 	// leaves it alone.
 	Conflict string `json:"conflict,omitempty"`
@@ -71,9 +74,13 @@ func (c *Change) oldSide() string {
 }
 
 // Changes compares the upper layer with the project as it is now and returns the changes in
-// path order, each marked protected (by protectedPaths) and conflicting (by the manifest).
-// Paths, when given, keep only changes at or under one of them.
+// path order, each marked protected (by protect.Guard, with protectedPaths) and conflicting
+// (by the manifest). Paths, when given, keep only changes at or under one of them.
 func (l Layers) Changes(protectedPaths, paths []string) ([]Change, error) {
+	guard, err := protect.NewGuard(l.Lower, protectedPaths, protect.Options{})
+	if err != nil {
+		return nil, err
+	}
 	up, low, err := l.roots()
 	if err != nil {
 		return nil, err
@@ -100,18 +107,28 @@ func (l Layers) Changes(protectedPaths, paths []string) ([]Change, error) {
 	if err := s.renames(); err != nil {
 		return nil, fmt.Errorf("reading the sandbox's changes: %w", err)
 	}
+	guard.IsGitDir = s.gitDirs()
 	// The scan's descriptors stay open for binary below.
 	var out []Change
 	for _, c := range s.out {
 		if !selected(c, paths) {
 			continue
 		}
+		if c.Kind == KindSymlink && c.Status != Deleted {
+			if err := inDir(s.up, c.Path, func(d int, base string) (err error) { c.Target, err = readLink(d, base); return err }); err != nil {
+				return nil, fmt.Errorf("reading the sandbox's changes: %s: %w", c.Path, err)
+			}
+		}
 		for _, p := range []string{c.Path, c.OldPath} {
 			if p == "" {
 				continue
 			}
-			if e, ok := protect.Covers(protectedPaths, p); ok && c.Protected == "" {
-				c.Protected = e
+			why, ok := guard.Covers(p)
+			if p == c.Path && c.Target != "" {
+				why, ok = guard.CoversLink(p, c.Target)
+			}
+			if ok && c.Protected == "" {
+				c.Protected = why
 			}
 			if why := m.hostChange(l.Lower, p); why != "" && c.Conflict == "" && (c.Kind != KindDir || c.Status != Added) {
 				c.Conflict = why
@@ -132,6 +149,44 @@ func (l Layers) Changes(protectedPaths, paths []string) ([]Change, error) {
 	}
 	slices.SortStableFunc(out, func(a, b Change) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
+}
+
+// gitDirs returns protect.Guard's IsGitDir for the project as the changes would leave it: a
+// directory with a HEAD and objects and refs (a link to one counts: git follows them), or
+// with a HEAD and a commondir, is one, as git's own test for a repository goes.
+func (s *scan) gitDirs() func(dir string) bool {
+	seen := map[string]bool{}
+	return func(dir string) bool {
+		if is, ok := seen[dir]; ok {
+			return is
+		}
+		some := func(name string, kinds ...string) bool { return slices.Contains(kinds, s.mergedKind(join(dir, name))) }
+		is := some("HEAD", KindFile, KindSymlink) &&
+			(some("objects", KindDir, KindSymlink) && some("refs", KindDir, KindSymlink) || some("commondir", KindFile))
+		seen[dir] = is
+		return is
+	}
+}
+
+// mergedKind is the kind of the project path rel as the sandbox sees it: the upper layer's
+// entry, unless it is missing there, then the project's; "" when neither has it.
+func (s *scan) mergedKind(rel string) string {
+	dir, base := split(rel)
+	for _, root := range []int{s.up, s.low} {
+		d, err := openDir(root, dir)
+		if err != nil {
+			continue
+		}
+		st, ok, _ := lstatAt(d, base)
+		unix.Close(d)
+		if ok && root == s.up && isWhiteout(st) {
+			return ""
+		}
+		if ok {
+			return kindOf(st)
+		}
+	}
+	return ""
 }
 
 func selected(c Change, paths []string) bool {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbx-sandbox/sbx/internal/testenv"
+	"github.com/sbx-sandbox/sbx/pkg/protect"
 )
 
 // These tests write the upper layer as overlayfs mounted with userxattr does (whiteouts are
@@ -470,5 +471,41 @@ func TestCheckpointRollback(t *testing.T) {
 	}
 	if _, err := l.Checkpoint("../x"); err == nil {
 		t.Error("a label with a slash was accepted")
+	}
+}
+
+// A repository the sandbox lays out under any name, and a link leaving the project, are
+// protected; a directory the project already has with a HEAD only is not a repository.
+func TestChangesProtectRepositoriesAndLeavingLinks(t *testing.T) {
+	l := newLayers(t, map[string]string{"keep.txt": "k\n", "docs/HEAD": "not git\n"})
+	up := l.Upper()
+	for _, p := range []string{"bare/HEAD", "bare/config", "docs/notes"} {
+		put(t, up, p, "x\n", 0o644)
+	}
+	put(t, up, "bare/objects/", "", 0)
+	put(t, up, "bare/refs/", "", 0)
+	for link, target := range map[string]string{"leak": "/etc/passwd", "up": "../x", "in": "keep.txt"} {
+		if err := os.Symlink(target, filepath.Join(up, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.Changes(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkChanges(t, got,
+		"added dir bare protected="+protect.ReasonGitRepo+"",
+		"added file bare/HEAD protected="+protect.ReasonGitRepo+"",
+		"added file bare/config protected="+protect.ReasonGitRepo+"",
+		"added dir bare/objects protected="+protect.ReasonGitRepo+"",
+		"added dir bare/refs protected="+protect.ReasonGitRepo+"",
+		"added file docs/notes",
+		"added symlink in",
+		"added symlink leak protected="+protect.ReasonLink+"",
+		"added symlink up protected="+protect.ReasonLink+"")
+	for _, c := range got {
+		if c.Path == "leak" && c.Target != "/etc/passwd" {
+			t.Errorf("leak: target %q", c.Target)
+		}
 	}
 }

@@ -221,7 +221,9 @@ func (f *finder) followConfig(g gitDir) (worktreeConfig bool, err error) {
 			if !ok {
 				continue
 			}
-			if p == "" {
+			if p == "" && f.collect {
+				p = "."
+			} else if p == "" {
 				return errs.Failure(fmt.Errorf("protected paths: core.hooksPath in %s is the project root, so every file in it could be a hook", rel),
 					"point core.hooksPath at a directory of hooks, or use --workspace ro or none")
 			}

@@ -162,6 +162,9 @@ type finder struct {
 	found      map[string]*Mount // protected paths by Path
 	gitDirSeen map[string]bool
 	warnings   []string
+	// collect records every path a git config names, existing or not, and refuses nothing:
+	// NewGuard wants the names, not mounts.
+	collect bool
 }
 
 func (f *finder) abs(rel string) string { return filepath.Join(f.root, filepath.FromSlash(rel)) }
@@ -230,6 +233,9 @@ func (f *finder) walk() error {
 			var err error
 			switch {
 			case e.Name() == ".git" && e.Type()&fs.ModeSymlink != 0:
+				if f.collect {
+					continue // any .git is protected by name
+				}
 				return symlinkError(rel)
 			case e.Name() == ".git" && e.IsDir():
 				err = f.addGitDir(gitDir{path: rel, worktree: dir, worktreeOK: true})
@@ -427,6 +433,10 @@ func (f *finder) subdirs(dir string) ([]string, error) {
 // following links. A missing rel is skipped, or planned for creation when create is set and
 // its parent is a directory. found reports whether it was recorded.
 func (f *finder) protect(rel, reason, create string) (found bool, err error) {
+	if f.collect {
+		f.record(Mount{Path: rel, ReadOnly: true, Reason: reason})
+		return true, nil
+	}
 	parts := strings.Split(rel, "/")
 	for i := range parts {
 		sub := strings.Join(parts[:i+1], "/")
