@@ -25,13 +25,14 @@ type DiffOptions struct {
 	Stat     bool
 	NameOnly bool
 	JSON     bool
+	Digest   bool
 }
 
 // NewCmdDiff builds "sbx diff".
 func NewCmdDiff(f *cmdutil.Factory, runF func(context.Context, *DiffOptions) error) *cobra.Command {
 	opts := &DiffOptions{IO: f.IOStreams, Factory: f}
 	cmd := &cobra.Command{
-		Use:   "diff [-n NAME] [--stat | --name-only | --json] [PATH...]",
+		Use:   "diff [-n NAME] [--stat | --name-only | --json | --digest] [PATH...]",
 		Short: "Show what an overlay sandbox changed in the project",
 		Long: `Show what a sandbox with workspace overlay changed against the project on the host:
 added, modified, deleted and renamed files, mode changes, binary files. The default output
@@ -42,20 +43,25 @@ was created), and a link's target. Protected are what protectedPaths covers, any
 obeys (.git directories and files, .gitmodules, .gitattributes, at any depth; what the
 project's git configs name as hooks or includes; a directory laid out as a repository) and
 links that leave the project. Notes on stderr name them, directories added and permission
-changes. PATHs keep only changes at or under them.`,
+changes. PATHs keep only changes at or under them.
+
+A running sandbox is paused while its changes are read, so what is shown is one state of
+it. The last line on stderr is the change set's digest: sbx apply --expect DIGEST (with the
+same PATHs) writes exactly what was shown, or nothing. A file over 256 MiB is named in the
+patch ("Binary files ... differ"), never streamed.`,
 		Example: `  sbx diff
   sbx diff --stat
   sbx diff | git apply --check`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Paths = args
 			n := 0
-			for _, b := range []bool{opts.Stat, opts.NameOnly, opts.JSON} {
+			for _, b := range []bool{opts.Stat, opts.NameOnly, opts.JSON, opts.Digest} {
 				if b {
 					n++
 				}
 			}
 			if n > 1 {
-				return errs.Usagef("--stat, --name-only and --json go one at a time")
+				return errs.Usagef("--stat, --name-only, --json and --digest go one at a time")
 			}
 			return cmdutil.RunNamed(cmd.Context(), opts.Name, opts, runF, diffRun)
 		},
@@ -64,6 +70,7 @@ changes. PATHs keep only changes at or under them.`,
 	cmd.Flags().BoolVar(&opts.Stat, "stat", false, "count added and deleted lines per file")
 	cmd.Flags().BoolVar(&opts.NameOnly, "name-only", false, "list the changed paths")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "list the changes as a JSON array")
+	cmd.Flags().BoolVar(&opts.Digest, "digest", false, "print only the change set's digest (for sbx apply --expect)")
 	return cmd
 }
 
@@ -72,34 +79,64 @@ func diffRun(ctx context.Context, opts *DiffOptions) error {
 	if err != nil {
 		return err
 	}
-	changes, err := l.Changes(r.Config.ProtectedPaths, opts.Paths)
+	m, err := cmdutil.Manager(ctx, opts.Factory)
+	if err != nil {
+		return err
+	}
+	// Paused while read, so what is shown, and its digest, is one state of the sandbox.
+	unfrozen, err := m.Frozen(ctx, r.Name, func() error { return show(opts, l, r.Config.ProtectedPaths) })
+	if unfrozen != "" {
+		opts.IO.Progressf("warning: %s; sbx apply --expect still refuses any other change set\n", unfrozen)
+	}
+	return err
+}
+
+func show(opts *DiffOptions, l overlay.Layers, protectedPaths []string) error {
+	changes, err := l.Changes(protectedPaths, opts.Paths)
+	if err != nil {
+		return err
+	}
+	digest, err := l.Digest(changes)
 	if err != nil {
 		return err
 	}
 	out := opts.IO.Out
 	switch {
+	case opts.Digest:
+		fmt.Fprintln(out, digest)
+		return nil
 	case opts.JSON:
 		if changes == nil {
 			changes = []overlay.Change{}
 		}
-		return cmdutil.WriteJSON(out, changes)
+		if err := cmdutil.WriteJSON(out, changes); err != nil {
+			return err
+		}
 	case opts.NameOnly:
 		w := bufio.NewWriter(out)
 		for _, c := range changes {
 			fmt.Fprintln(w, overlay.Quote(c.Path))
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	case opts.Stat:
-		return printStat(out, l, changes)
+		if err := printStat(out, l, changes); err != nil {
+			return err
+		}
+	default:
+		if opts.IO.IsStdoutTTY() {
+			// What the sandbox wrote is shown, never obeyed: no control byte reaches a terminal.
+			out = &printable{w: out}
+		}
+		if err := l.Patch(out, changes); err != nil {
+			return err
+		}
+		notes(opts.IO, changes)
 	}
-	if opts.IO.IsStdoutTTY() {
-		// What the sandbox wrote is shown, never obeyed: no control byte reaches a terminal.
-		out = &printable{w: out}
+	if len(changes) > 0 {
+		opts.IO.Progressf("change set %s (sbx apply --expect %s writes exactly this)\n", digest, digest)
 	}
-	if err := l.Patch(out, changes); err != nil {
-		return err
-	}
-	notes(opts.IO, changes)
 	return nil
 }
 

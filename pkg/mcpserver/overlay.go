@@ -23,6 +23,7 @@ type DiffInput struct {
 // DiffOutput is what the sandbox changed against the host project.
 type DiffOutput struct {
 	Changes   []overlay.Change `json:"changes" jsonschema:"every change with its status (added, modified, deleted, renamed, mode), kind, modes, whether it is binary, protected (apply skips it) or in conflict (the host changed the path since the sandbox was created)"`
+	Digest    string           `json:"digest" jsonschema:"the change set's digest: pass it to apply as expect, and apply writes exactly these changes or nothing"`
 	Patch     string           `json:"patch,omitempty"`
 	Truncated bool             `json:"truncated" jsonschema:"the patch was longer than maxOutputBytes and was cut"`
 }
@@ -36,6 +37,7 @@ type LabelInput struct {
 type ApplyInput struct {
 	Paths  []string `json:"paths,omitempty" jsonschema:"apply only changes at or under these project paths (default: all)"`
 	DryRun bool     `json:"dryRun,omitempty" jsonschema:"list what would be applied and change nothing"`
+	Expect string   `json:"expect,omitempty" jsonschema:"the digest diff returned: apply refuses, writing nothing, when the changes are no longer those"`
 }
 
 // layers returns the overlay layers of the sandbox, which must have workspace overlay.
@@ -60,23 +62,36 @@ func (s *server) diff(ctx context.Context, in DiffInput) (DiffOutput, error) {
 	if err != nil {
 		return DiffOutput{}, err
 	}
-	changes, err := l.Changes(s.Resolved.Config.ProtectedPaths, in.Paths)
+	m, sb, release, err := s.Sandbox(ctx)
 	if err != nil {
 		return DiffOutput{}, err
 	}
-	out := DiffOutput{Changes: changes}
-	if out.Changes == nil {
-		out.Changes = []overlay.Change{}
-	}
-	if in.Patch {
-		var b strings.Builder
-		w := &sandbox.CapWriter{W: &b, Limit: limit}
-		if err := l.Patch(w, changes); err != nil {
-			return DiffOutput{}, err
+	release()
+	var out DiffOutput
+	// Paused while read, so the changes, their digest and the patch are one state.
+	_, err = m.Frozen(ctx, sb.Name, func() error {
+		changes, err := l.Changes(s.Resolved.Config.ProtectedPaths, in.Paths)
+		if err != nil {
+			return err
 		}
-		out.Patch, out.Truncated = b.String(), w.Truncated()
-	}
-	return out, nil
+		if out.Digest, err = l.Digest(changes); err != nil {
+			return err
+		}
+		out.Changes = changes
+		if out.Changes == nil {
+			out.Changes = []overlay.Change{}
+		}
+		if in.Patch {
+			var b strings.Builder
+			w := &sandbox.CapWriter{W: &b, Limit: limit}
+			if err := l.Patch(w, changes); err != nil {
+				return err
+			}
+			out.Patch, out.Truncated = b.String(), w.Truncated()
+		}
+		return nil
+	})
+	return out, err
 }
 
 func (s *server) apply(ctx context.Context, in ApplyInput) (overlay.ApplyResult, error) {
@@ -84,10 +99,32 @@ func (s *server) apply(ctx context.Context, in ApplyInput) (overlay.ApplyResult,
 	if err != nil {
 		return overlay.ApplyResult{}, err
 	}
+	m, sb, release, err := s.Sandbox(ctx)
+	if err != nil {
+		return overlay.ApplyResult{}, err
+	}
+	release()
 	// Protected paths are never applied from here: only the user, with sbx apply
 	// --include-protected after looking at them.
-	res, err := l.Apply(overlay.ApplyOptions{Paths: in.Paths, ProtectedPaths: s.Resolved.Config.ProtectedPaths,
-		DryRun: in.DryRun, Umask: s.Umask})
+	o := overlay.ApplyOptions{Paths: in.Paths, ProtectedPaths: s.Resolved.Config.ProtectedPaths, DryRun: in.DryRun, Umask: s.Umask,
+		Review: func(_ []overlay.Change, digest string) error {
+			if in.Expect != "" && digest != in.Expect {
+				return fmt.Errorf("the changes are %s, not the %s expected: nothing was applied; call diff again", digest, in.Expect)
+			}
+			return nil
+		}}
+	var res *overlay.ApplyResult
+	run := func() (err error) {
+		res, err = l.Apply(o)
+		return err
+	}
+	// The sandbox is stopped for a real apply (when idle), as sbx apply does; the next call
+	// starts it again.
+	if in.DryRun {
+		_, err = m.Frozen(ctx, sb.Name, run)
+	} else {
+		_, err = m.ChangeLayers(ctx, sb.Name, "apply", false, run)
+	}
 	if res == nil {
 		return overlay.ApplyResult{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
@@ -29,10 +28,16 @@ type ApplyOptions struct {
 	// AfterEach, when set, is called after each change reaches the project with how many
 	// have; the tests of atomicity stop sbx there.
 	AfterEach func(n int)
+	// Review, when set, is given the change set (Digest) before anything is written; an
+	// error from it stops the apply with nothing written. The caller keeps the layers from
+	// changing meanwhile (the sandbox stopped), so what is written is what was reviewed.
+	Review func(changes []Change, digest string) error
 }
 
 // ApplyResult is what sbx apply did; its JSON names are stable.
 type ApplyResult struct {
+	// Digest is the change set's (Digest), as sbx diff printed it for the same paths.
+	Digest    string   `json:"digest"`
 	Applied   []Change `json:"applied"`
 	Conflicts []Change `json:"conflicts"`
 	Skipped   []Change `json:"skipped"` // protected
@@ -50,7 +55,16 @@ func (l Layers) Apply(o ApplyOptions) (*ApplyResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &ApplyResult{Applied: []Change{}, Conflicts: []Change{}, Skipped: []Change{}}
+	digest, err := l.Digest(changes)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sandbox's changes: %w", err)
+	}
+	if o.Review != nil {
+		if err := o.Review(changes, digest); err != nil {
+			return nil, err
+		}
+	}
+	res := &ApplyResult{Digest: digest, Applied: []Change{}, Conflicts: []Change{}, Skipped: []Change{}}
 	var todo []Change
 	for _, c := range changes {
 		switch {
@@ -267,7 +281,7 @@ func (a *applier) copyFile(c Change, d int, tmp string) error {
 	}
 	dst := os.NewFile(uintptr(fd), tmp)
 	defer dst.Close()
-	if _, err := io.Copy(dst, src); err != nil {
+	if err := copySparse(dst, src); err != nil {
 		return err
 	}
 	mode := c.newPerm & 0o777 &^ a.o.Umask

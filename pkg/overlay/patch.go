@@ -194,6 +194,9 @@ func blobID(root int, upper bool, rel, kind string) (string, int64, error) {
 	return fmt.Sprintf("%x", h.Sum(nil)), n, err
 }
 
+// MaxPatchSize is the largest file whose content the patch carries.
+const MaxPatchSize = 256 << 20
+
 func writeOne(w *bufio.Writer, up, low int, c Change) error {
 	oldName, newName := c.Path, c.Path
 	if c.Status == Renamed {
@@ -216,6 +219,12 @@ func writeOne(w *bufio.Writer, up, low int, c Change) error {
 		return nil
 	}
 	if c.Status == ModeOnly {
+		return nil
+	}
+	if c.Kind == KindFile && c.Size > MaxPatchSize {
+		// Its content would make the patch as large as the file (a sparse file the sandbox
+		// made can claim terabytes): named, never streamed; sbx apply writes its extents.
+		fmt.Fprintf(w, "Binary files %s and %s differ\n", prefixed("a/", oldName), prefixed("b/", newName))
 		return nil
 	}
 	oldID, newID := nullID, nullID

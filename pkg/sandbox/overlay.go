@@ -195,6 +195,29 @@ func (m *Manager) ChangeLayers(ctx context.Context, name, verb string, restart b
 	return true, m.withOverlayLock(ctx, name, change)
 }
 
+// Frozen runs read with sandbox name paused when it runs on an overlay of this machine, so
+// the upper layer read (sbx diff) does not change under it. A sandbox already paused stays
+// so; a carried copy's layers are sbx's own copy. When the engine cannot pause it, read still
+// runs, and unfrozen says why, for a warning: apply's digest check still holds.
+func (m *Manager) Frozen(ctx context.Context, name string, read func() error) (unfrozen string, err error) {
+	sb, err := m.Inspect(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if sb.Labels[LabelCarry] != "" || sb.Status != "running" {
+		return "", read()
+	}
+	if err := m.Engine.ContainerPause(ctx, sb.ID); err != nil {
+		return fmt.Sprintf("the engine could not pause sandbox %q while its changes were read (%v), so they may have changed meanwhile", name, err), read()
+	}
+	defer func() {
+		if uerr := m.Engine.ContainerUnpause(context.WithoutCancel(ctx), sb.ID); uerr != nil && err == nil {
+			err = engineErr(fmt.Sprintf("unpausing sandbox %q after reading its changes", name), uerr)
+		}
+	}()
+	return "", read()
+}
+
 func (m *Manager) withOverlayLock(ctx context.Context, name string, change func() error) error {
 	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
 	if err != nil {
