@@ -19,6 +19,7 @@ import (
 	egresscmd "github.com/sbx-sandbox/sbx/cmd/egress"
 	"github.com/sbx-sandbox/sbx/cmd/exec"
 	"github.com/sbx-sandbox/sbx/cmd/explain"
+	"github.com/sbx-sandbox/sbx/cmd/helper"
 	"github.com/sbx-sandbox/sbx/cmd/image"
 	"github.com/sbx-sandbox/sbx/cmd/kill"
 	"github.com/sbx-sandbox/sbx/cmd/logs"
@@ -129,4 +130,5 @@ var subcommands = []struct {
 	{[]string{"egress"}, egresscmd.NewCmdEgress},
 	{[]string{"port-forward"}, func(f *cmdutil.Factory) *cobra.Command { return portforward.NewCmdPortForward(f, nil) }},
 	{[]string{"pool"}, pool.NewCmdPool},
+	{[]string{"helper"}, helper.NewCmdHelper},
 }

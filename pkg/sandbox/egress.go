@@ -45,10 +45,12 @@ const (
 	// LabelRole marks the containers sbx makes beside a sandbox: "egress-proxy".
 	LabelRole = "dev.sbx.role"
 	roleProxy = "egress-proxy"
-	// proxyBinary is where the proxy container sees this sbx's binary, read-only.
-	proxyBinary = "/usr/local/libexec/sbx"
 	// proxyDir is where the proxy container sees the sandbox's egress directory.
 	proxyDir = "/egress"
+	// proxyRulesDir is where the proxy sees the rules' directory, read-only.
+	proxyRulesDir = proxyDir + "/" + egressRulesDir
+	// egressRulesDir holds the rules in a sandbox's egress directory: only the host writes it.
+	egressRulesDir = "rules"
 	// proxyReady is the file the proxy writes once it listens (cmd/egress).
 	proxyReady = "ready"
 	// proxyNobody runs the proxy when sbx runs as root: it needs no user of the host's.
@@ -70,6 +72,11 @@ func ProxyName(name string) string { return "sbx_proxy-" + name }
 
 // EgressDir is the directory of sandbox name's rules file and log.
 func (s *StateStore) EgressDir(name string) string { return filepath.Join(s.Dir, "egress", name) }
+
+// egressRules is the path of sandbox name's rules file on the host.
+func (s *StateStore) egressRules(name string) string {
+	return filepath.Join(s.EgressDir(name), egressRulesDir, EgressRulesFile)
+}
 
 // egressAddrs are the proxy's and the sandbox's addresses in an egress subnet.
 func egressAddrs(subnet netip.Prefix) (proxy, sandbox netip.Addr) {
@@ -222,7 +229,6 @@ func (m *Manager) egressSubnet(ctx context.Context, name string) (netip.Prefix, 
 // ProxyInput is what ProxySpec needs.
 type ProxyInput struct {
 	Name   string
-	Image  string // a bundled image: the proxy is sbx's binary, built for it
 	Binary string // this sbx's binary on the host
 	Dir    string // the sandbox's egress directory on the host
 	Subnet netip.Prefix
@@ -231,9 +237,12 @@ type ProxyInput struct {
 	Labels   map[string]string
 }
 
-// ProxySpec is the proxy container of a sandbox: sbx's binary, read-only, on a read-only
-// root, with no capabilities, no new privileges, sbx's seccomp profile, an init, and small
-// memory and process limits; it listens only on its address on the sandbox's network.
+// ProxySpec is the proxy container of a sandbox: sbx's binary, read-only, on sbx's helper
+// image (nothing of the sandbox's image, no healthcheck), on a read-only root, with no
+// capabilities, no new privileges, sbx's seccomp profile, an init, and small memory and
+// process limits; it listens only on its address on the sandbox's network. Its rules are
+// read-only to it (a directory only the host writes, so the host's rename of a new file shows
+// through); its log directory is writable (it rotates the log there).
 func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	proxy, _ := egressAddrs(in.Subnet)
 	labels := map[string]string{LabelRole: roleProxy}
@@ -241,17 +250,14 @@ func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *networ
 		labels[k] = v
 	}
 	stop := 2
-	cfg := &container.Config{
-		Image:      in.Image,
-		Entrypoint: []string{proxyBinary},
+	cfg := helperSpec(&container.Config{
 		Cmd: []string{"egress", "proxy", "--sandbox", in.Name, "--listen", netip.AddrPortFrom(proxy, ProxyPort).String(),
-			"--rules", proxyDir + "/" + EgressRulesFile, "--log", proxyDir + "/" + EgressLogFile, "--ready", proxyDir + "/" + proxyReady},
+			"--rules", proxyRulesDir + "/" + EgressRulesFile, "--log", proxyDir + "/" + EgressLogFile, "--ready", proxyDir + "/" + proxyReady},
 		User:        strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
-		WorkingDir:  "/",
 		Labels:      labels,
 		Hostname:    ProxyName(in.Name),
 		StopTimeout: &stop,
-	}
+	})
 	seccomp, _ := defaultSeccomp()
 	init, pids := true, int64(64)
 	host := &container.HostConfig{
@@ -263,8 +269,9 @@ func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *networ
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig:      container.LogConfig{Type: logDriver, Config: map[string]string{"max-size": logMaxSize, "max-file": "1"}},
 		Mounts: []mount.Mount{
-			{Type: mount.TypeBind, Source: in.Binary, Target: proxyBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			{Type: mount.TypeBind, Source: in.Binary, Target: helperBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 			{Type: mount.TypeBind, Source: in.Dir, Target: proxyDir, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			{Type: mount.TypeBind, Source: filepath.Join(in.Dir, egressRulesDir), Target: proxyRulesDir, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 		},
 		Resources: container.Resources{Memory: 128 << 20, MemorySwap: 128 << 20, PidsLimit: &pids},
 	}
@@ -393,13 +400,21 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 	if err != nil {
 		return subnet, err
 	}
-	if err := egress.WriteFile(filepath.Join(dir, EgressRulesFile), egress.File{Allow: in.Config.Egress, Internal: internal}); err != nil {
+	// Owned by the host's user, who alone writes it; the proxy (nobody, when sbx is root)
+	// reads it.
+	if err := os.MkdirAll(filepath.Join(dir, egressRulesDir), 0o755); err != nil {
+		return subnet, errs.Failure(fmt.Errorf("sandbox %q: making its egress rules directory: %w", in.Name, err), "")
+	}
+	if err := m.ensureHelperImage(ctx); err != nil {
+		return subnet, err
+	}
+	if err := egress.WriteFile(m.State.egressRules(in.Name), egress.File{Allow: in.Config.Egress, Internal: internal}); err != nil {
 		return subnet, errs.Failure(fmt.Errorf("sandbox %q: writing its egress rules: %w", in.Name, err), "")
 	}
 	if err := m.removeProxy(ctx, in.Name); err != nil {
 		return subnet, err
 	}
-	cfg, host, netCfg := ProxySpec(ProxyInput{Name: in.Name, Image: in.Config.Image, Binary: bin, Dir: dir, Subnet: subnet, UID: uid, GID: gid, Labels: labels})
+	cfg, host, netCfg := ProxySpec(ProxyInput{Name: in.Name, Binary: bin, Dir: dir, Subnet: subnet, UID: uid, GID: gid, Labels: labels})
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, netCfg, nil, ProxyName(in.Name))
 	if err != nil {
 		return subnet, engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"net/netip"
 	"os"
@@ -44,12 +45,12 @@ func TestBuildSpecEgress(t *testing.T) {
 }
 
 func TestProxySpecHardening(t *testing.T) {
-	cfg, host, net := ProxySpec(ProxyInput{Name: "web", Image: "sbx-sandbox:bookworm-slim", Binary: "/usr/bin/sbx", Dir: "/state/egress/web",
+	cfg, host, net := ProxySpec(ProxyInput{Name: "web", Binary: "/usr/bin/sbx", Dir: "/state/egress/web",
 		Subnet: netip.MustParsePrefix("10.213.0.0/28"), UID: 65534, GID: 65534, Labels: map[string]string{LabelName: "web", LabelManaged: "true"}})
 	if cfg.User != "65534:65534" || cfg.Labels[LabelRole] != "egress-proxy" || cfg.Labels[LabelName] != "web" {
 		t.Errorf("user %q labels %v", cfg.User, cfg.Labels)
 	}
-	if got := strings.Join(append(cfg.Entrypoint, cfg.Cmd...), " "); got != "/usr/local/libexec/sbx egress proxy --sandbox web --listen 10.213.0.2:3128 --rules /egress/rules.json --log /egress/egress.log --ready /egress/ready" {
+	if got := strings.Join(append(cfg.Entrypoint, cfg.Cmd...), " "); got != "/usr/local/libexec/sbx egress proxy --sandbox web --listen 10.213.0.2:3128 --rules /egress/rules/rules.json --log /egress/egress.log --ready /egress/ready" {
 		t.Errorf("command %q", got)
 	}
 	if !host.ReadonlyRootfs || !slices.Equal(host.CapDrop, []string{"ALL"}) || !slices.Contains(host.SecurityOpt, "no-new-privileges:true") ||
@@ -63,6 +64,7 @@ func TestProxySpecHardening(t *testing.T) {
 	want := []mount.Mount{
 		{Type: mount.TypeBind, Source: "/usr/bin/sbx", Target: "/usr/local/libexec/sbx", ReadOnly: true},
 		{Type: mount.TypeBind, Source: "/state/egress/web", Target: "/egress"},
+		{Type: mount.TypeBind, Source: "/state/egress/web/rules", Target: "/egress/rules", ReadOnly: true},
 	}
 	if len(host.Mounts) != len(want) {
 		t.Fatalf("mounts %+v", host.Mounts)
@@ -71,6 +73,10 @@ func TestProxySpecHardening(t *testing.T) {
 		if m.Type != want[i].Type || m.Source != want[i].Source || m.Target != want[i].Target || m.ReadOnly != want[i].ReadOnly {
 			t.Errorf("mount %d = %+v, want %+v", i, m, want[i])
 		}
+	}
+	// Nothing of the sandbox's image: sbx's own, with no healthcheck and no inherited environment.
+	if cfg.Image != HelperImage || cfg.Healthcheck == nil || !slices.Equal(cfg.Healthcheck.Test, []string{"NONE"}) || cfg.Env == nil || len(cfg.Env) != 0 {
+		t.Errorf("the proxy must run on sbx's helper image with no healthcheck and no environment: image %q healthcheck %+v env %q", cfg.Image, cfg.Healthcheck, cfg.Env)
 	}
 	if string(host.NetworkMode) != "sbx-web-egress" || net.EndpointsConfig["sbx-web-egress"].IPAMConfig.IPv4Address != "10.213.0.2" {
 		t.Errorf("network %s %+v", host.NetworkMode, net.EndpointsConfig)
@@ -125,5 +131,13 @@ func TestProxyNameIsNoSandboxName(t *testing.T) {
 				t.Errorf("the proxy of %q is named as sandbox %q", n, m)
 			}
 		}
+	}
+}
+
+// The helper image's layer is the same bytes every time, so its digest can be checked.
+func TestHelperLayerIsStable(t *testing.T) {
+	a, b := helperLayer(), helperLayer()
+	if !bytes.Equal(a, b) || len(a) == 0 {
+		t.Fatalf("helperLayer differs between calls (%d, %d bytes)", len(a), len(b))
 	}
 }

@@ -31,7 +31,7 @@ func (s *StateStore) EgressLogPath(name string) string {
 // ReadEgressRules reads sandbox name's rules file. The proxy, which handles the sandbox's
 // traffic, may write in that directory, so the read is bounded and strict.
 func (s *StateStore) ReadEgressRules(name string) (egress.File, error) {
-	fh, err := os.Open(filepath.Join(s.EgressDir(name), EgressRulesFile))
+	fh, err := os.Open(s.egressRules(name))
 	if err != nil {
 		return egress.File{}, err
 	}
@@ -118,7 +118,7 @@ func (m *Manager) ChangeEgress(ctx context.Context, name string, allow bool, des
 	}
 	logPath := m.State.EgressLogPath(name)
 	mark := egress.MarkLog(logPath)
-	if err := egress.WriteFile(filepath.Join(m.State.EgressDir(name), EgressRulesFile), f); err != nil {
+	if err := egress.WriteFile(m.State.egressRules(name), f); err != nil {
 		return EgressRuntime{}, errs.Failure(fmt.Errorf("sandbox %q: writing its egress rules: %w", name, err), "")
 	}
 	if info, err := m.Engine.ContainerInspect(ctx, ProxyName(name)); err == nil && info.State != nil && info.State.Running {

@@ -811,7 +811,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		}
 	}
 	if sb.Labels[LabelWorkspace] == config.WorkspaceOverlay {
-		if err := m.removeOverlay(ctx, sb.Name, sb.Image); err != nil {
+		if err := m.removeOverlay(ctx, sb.Name); err != nil {
 			return err
 		}
 	}

@@ -70,14 +70,14 @@ func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
 
 // removeOverlay removes sandbox name's overlay volume and layers, with their unapplied
 // changes; a sandbox without them has nothing to remove.
-func (m *Manager) removeOverlay(ctx context.Context, name, image string) error {
+func (m *Manager) removeOverlay(ctx context.Context, name string) error {
 	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(fmt.Sprintf("removing the overlay volume of %q", name), err)
 	}
 	_ = m.State.remove(m.State.overlayLock(name))
 	err := m.State.remove(m.State.overlayDir(name))
-	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 && image != "" {
-		if err = m.clearWorkDir(ctx, name, image); err == nil {
+	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 {
+		if err = m.clearWorkDir(ctx, name); err == nil {
 			err = m.State.remove(m.State.overlayDir(name))
 		}
 	}
@@ -112,21 +112,35 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 
 // clearWorkDir empties overlayfs's own work/work of sandbox name's layers, which the kernel
 // makes as root with mode 0 and keeps a whiteout in: a user who is not root cannot remove
-// it, so a short-lived container of the sandbox's image does, as root with no capability
-// but CAP_DAC_OVERRIDE, no network, and only the layers' directory mounted.
-func (m *Manager) clearWorkDir(ctx context.Context, name, image string) error {
-	cfg := &container.Config{Image: image, User: "0:0", Cmd: []string{"rm", "-rf", "--", "/layers/work/work"}, Entrypoint: []string{}}
+// it, so a short-lived helper container does (sbx's own binary on sbx's own image, never the
+// sandbox's), as root with no capability but CAP_DAC_OVERRIDE, no network, and only the
+// layers' directory mounted, nosuid and nodev.
+func (m *Manager) clearWorkDir(ctx context.Context, name string) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("removing the overlay layers of %q: finding sbx's own binary: %w", name, err)
+	}
+	if err := m.ensureHelperImage(ctx); err != nil {
+		return err
+	}
+	cfg := helperSpec(&container.Config{User: "0:0", Cmd: []string{"helper", "clear-workdir", "/layers"},
+		Labels: map[string]string{LabelManaged: "true", LabelRole: roleHelper, LabelName: name}})
 	host := &container.HostConfig{
-		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: m.State.overlayDir(name), Target: "/layers"}},
+		Mounts: []mount.Mount{
+			{Type: mount.TypeBind, Source: bin, Target: helperBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			// The local driver's bind takes mount options, which a plain bind cannot.
+			{Type: mount.TypeVolume, Target: "/layers", VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{Name: "local",
+				Options: map[string]string{"type": "none", "device": m.State.overlayDir(name), "o": "bind,nosuid,nodev,noexec"}}}},
+		},
 		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_OVERRIDE"},
-		SecurityOpt: []string{"no-new-privileges:true"},
+		SecurityOpt: []string{"no-new-privileges:true"}, ReadonlyRootfs: true,
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, nil, nil, ContainerName(name)+"-rm-overlay")
 	if err != nil {
 		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
 	}
 	defer func() {
-		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true})
+		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}()
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
 		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
@@ -139,7 +153,7 @@ func (m *Manager) clearWorkDir(ctx context.Context, name, image string) error {
 		}
 		if info.State != nil && !info.State.Running && info.State.Status != "created" {
 			if info.State.ExitCode != 0 {
-				return fmt.Errorf("removing the overlay layers of %q: rm exited %d", name, info.State.ExitCode)
+				return fmt.Errorf("removing the overlay layers of %q: the helper exited %d", name, info.State.ExitCode)
 			}
 			return nil
 		}

@@ -175,7 +175,7 @@ func (m *Manager) removeLeftovers(ctx context.Context, name string) error {
 	if err := m.Engine.VolumeRemove(ctx, VolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(fmt.Sprintf("removing workspace volume of %q", name), err)
 	}
-	if err := m.removeOverlay(ctx, name, ""); err != nil {
+	if err := m.removeOverlay(ctx, name); err != nil {
 		return err
 	}
 	return m.forgetState(name, true)

@@ -32,6 +32,7 @@ type FakeEngine struct {
 	ImageBuildFn            func(ctx context.Context, buildContext io.Reader, options build.ImageBuildOptions) (build.ImageBuildResponse, error)
 	ImageRemoveFn           func(ctx context.Context, imageID string, options image.RemoveOptions) ([]image.DeleteResponse, error)
 	ImagePullFn             func(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error)
+	ImageImportFn           func(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
 	ContainerCreateFn       func(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStartFn        func(ctx context.Context, containerID string, options container.StartOptions) error
 	ContainerInspectFn      func(ctx context.Context, containerID string) (container.InspectResponse, error)
@@ -119,6 +120,13 @@ func (f *FakeEngine) ImageRemove(ctx context.Context, imageID string, options im
 		return nil, f.unstubbed("ImageRemove")
 	}
 	return f.ImageRemoveFn(ctx, imageID, options)
+}
+
+func (f *FakeEngine) ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error) {
+	if f.ImageImportFn == nil {
+		return nil, f.unstubbed("ImageImport")
+	}
+	return f.ImageImportFn(ctx, source, ref, options)
 }
 
 func (f *FakeEngine) ImagePull(ctx context.Context, ref string, options image.PullOptions) (io.ReadCloser, error) {
