@@ -4,10 +4,8 @@ import (
 	_ "embed"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -24,20 +22,6 @@ func TestCLIApplyNeverArmsGitRoot(t *testing.T) {
 
 func TestCLIApplyNeverArmsGitNonRoot(t *testing.T) {
 	testApplyNeverArmsGit(t, newCLIAs(t, nonRootUID), "applygit-user")
-}
-
-// gitRun runs git on the host in dir of the project as c's user, like c.git, but returns
-// its failure: a repository the sandbox broke may make git fail, and the test goes on to
-// look for what git ran.
-func (c *cli) gitRun(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-c", "user.name=Host", "-c", "user.email=host@example.invalid"}, args...)...)
-	cmd.Dir = filepath.Join(c.Project, dir)
-	cmd.Env = append(os.Environ(), "HOME="+c.Home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_PAGER=", "PAGER=")
-	if c.Cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.Cred}
-	}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 func testApplyNeverArmsGit(t *testing.T, c *cli, name string, createFlags ...string) {

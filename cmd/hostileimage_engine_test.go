@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	_ "embed"
@@ -13,10 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/api/types/image"
-
-	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -33,32 +28,8 @@ func hostileImage(t *testing.T) string {
 	dockerfile := "FROM " + baseImage + "\nCOPY pwn /usr/local/sbin/pwn\n" +
 		"RUN for t in rm sh find tar cp hc; do ln -s pwn /usr/local/sbin/$t; done\n" +
 		"HEALTHCHECK --interval=1s --timeout=5s CMD [\"/usr/local/sbin/hc\"]\n"
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		data []byte
-		mode int64
-	}{{"Dockerfile", []byte(dockerfile), 0o644}, {"pwn", pwnTool, 0o755}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	eng := enginetest.RealEngine(t)
-	tag := "sbx-test-hostile:" + strings.ToLower(cliRun) + "-" + randHex(t)
-	resp, err := eng.ImageBuild(context.Background(), &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	drain(t, "building "+tag, resp.Body)
-	t.Cleanup(func() { _, _ = eng.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true}) })
-	return tag
+	return buildTestImage(t, "sbx-test-hostile:"+strings.ToLower(cliRun)+"-"+randHex(t),
+		testFile{"Dockerfile", []byte(dockerfile), 0o644}, testFile{"pwn", pwnTool, 0o755})
 }
 
 func TestCLIHostileImageNeverRunsOnTheHostRoot(t *testing.T) {

@@ -32,18 +32,25 @@ func TestCLIProtectedPathsNonRoot(t *testing.T) {
 // git runs git on the host in dir of the project, as the user sbx runs as.
 func (c *cli) git(dir string, args ...string) string {
 	c.T.Helper()
+	out, err := c.gitRun(dir, args...)
+	if err != nil {
+		c.T.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return out
+}
+
+// gitRun is git but returns its failure: a repository a sandbox broke may make git fail, and
+// a test goes on to look for what git ran. No config of the machine's or the user's counts.
+func (c *cli) gitRun(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-c", "init.defaultBranch=main",
 		"-c", "user.name=Host", "-c", "user.email=host@example.invalid"}, args...)...)
 	cmd.Dir = filepath.Join(c.Project, dir)
-	cmd.Env = append(os.Environ(), "HOME="+c.Home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	cmd.Env = append(os.Environ(), "HOME="+c.Home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_PAGER=", "PAGER=")
 	if c.Cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.Cred}
 	}
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		c.T.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // hostTree lists every path of the project with its type and owner.

@@ -34,14 +34,24 @@ func busyboxImage(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("the host's static busybox (scripts/test-env.sh installs busybox-static): %v", err)
 	}
-	dockerfile := []byte("FROM scratch\nCOPY busybox /bin/busybox\n")
+	return buildTestImage(t, "sbx-test-busybox:"+strings.ToLower(strings.ReplaceAll(cliRun, "_", "-")),
+		testFile{"Dockerfile", []byte("FROM scratch\nCOPY busybox /bin/busybox\n"), 0o644}, testFile{"busybox", bin, 0o755})
+}
+
+// testFile is one file of a test image's build context.
+type testFile struct {
+	name string
+	data []byte
+	mode int64
+}
+
+// buildTestImage builds tag from a context of files through the Engine API and removes it
+// when the test ends.
+func buildTestImage(t *testing.T, tag string, files ...testFile) string {
+	t.Helper()
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
-	for _, f := range []struct {
-		name string
-		data []byte
-		mode int64
-	}{{"Dockerfile", dockerfile, 0o644}, {"busybox", bin, 0o755}} {
+	for _, f := range files {
 		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
 			t.Fatal(err)
 		}
@@ -53,9 +63,7 @@ func busyboxImage(t *testing.T) string {
 		t.Fatal(err)
 	}
 	eng := enginetest.RealEngine(t)
-	tag := "sbx-test-busybox:" + strings.ToLower(strings.ReplaceAll(cliRun, "_", "-"))
-	ctx := context.Background()
-	resp, err := eng.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
+	resp, err := eng.ImageBuild(context.Background(), &ctxTar, build.ImageBuildOptions{Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1})
 	if err != nil {
 		t.Fatal(err)
 	}
