@@ -35,3 +35,6 @@ func SetAgentWait(t interface{ Cleanup(func()) }, d time.Duration) {
 	agentWait = d
 	t.Cleanup(func() { agentWait = old })
 }
+
+// HelperLayerID is the DiffID the engine reports for sbx's helper image once imported.
+func HelperLayerID() string { return helperLayerID(helperLayer()) }

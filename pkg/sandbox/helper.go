@@ -47,6 +47,12 @@ func helperLayer() []byte {
 	return b.Bytes()
 }
 
+// helperLayerID is the DiffID of layer, as the engine reports it.
+func helperLayerID(layer []byte) string {
+	sum := sha256.Sum256(layer)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // helperSpec is what every helper container shares: sbx's image and binary, the
 // entrypoint given as an absolute path, no environment but what is given, no healthcheck.
 func helperSpec(cfg *container.Config) *container.Config {
@@ -64,8 +70,7 @@ func helperSpec(cfg *container.Config) *container.Config {
 // that layer: an image someone else tagged so is replaced, never used.
 func (m *Manager) ensureHelperImage(ctx context.Context) error {
 	layer := helperLayer()
-	sum := sha256.Sum256(layer)
-	want := []string{"sha256:" + hex.EncodeToString(sum[:])}
+	want := []string{helperLayerID(layer)}
 	ok := func() (bool, error) {
 		info, err := m.Engine.ImageInspect(ctx, HelperImage)
 		if cerrdefs.IsNotFound(err) {

@@ -819,7 +819,12 @@ type egressEngine struct {
 func newEgressEngine(t *testing.T, readyDir func() string) *egressEngine {
 	e := &egressEngine{containers: map[string]container.InspectResponse{}, networks: map[string]network.Inspect{}}
 	e.FakeEngine = &enginetest.FakeEngine{
-		ImageInspectFn: func(context.Context, string) (image.InspectResponse, error) { return image.InspectResponse{}, nil },
+		ImageInspectFn: func(_ context.Context, ref string) (image.InspectResponse, error) {
+			if ref == sandbox.HelperImage { // as the engine has it once sbx imported it
+				return image.InspectResponse{RootFS: image.RootFS{Layers: []string{sandbox.HelperLayerID()}}}, nil
+			}
+			return image.InspectResponse{}, nil
+		},
 		NetworkListFn: func(context.Context, network.ListOptions) ([]network.Summary, error) {
 			// The engine's bridge and someone's network on the range's first /28.
 			return []network.Summary{
@@ -926,7 +931,7 @@ func TestEnsureWithEgress(t *testing.T) {
 	if string(sb.HostConfig.NetworkMode) != "sbx-app-123456-egress" || !slices.Contains(sb.Config.Env, "HTTPS_PROXY=http://10.213.0.34:3128") {
 		t.Errorf("sandbox on %s with env %q", sb.HostConfig.NetworkMode, sb.Config.Env)
 	}
-	data, err := os.ReadFile(filepath.Join(m.State.EgressDir("app-123456"), "rules.json"))
+	data, err := os.ReadFile(filepath.Join(m.State.EgressDir("app-123456"), "rules", "rules.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
