@@ -117,6 +117,11 @@ func startHeadless(t *testing.T, c *cli, name string) (browser.Result, *url.URL)
 	return res, cdp
 }
 
+// cdpBase is the HTTP root of the DevTools endpoint res printed, behind its token.
+func cdpBase(res browser.Result, cdp *url.URL) string {
+	return "http://" + cdp.Host + "/" + res.Token
+}
+
 // currentBrowserImage rebuilds the browser image when it is missing or stale: sbx browser
 // would use a stale one with a warning, and these tests check what the current one does.
 func currentBrowserImage(t *testing.T, eng engine.Engine) {
@@ -141,10 +146,10 @@ func TestCLIBrowserHeadless(t *testing.T) {
 	if !res.Headless || res.Endpoints.NoVNC != nil || res.Name != name {
 		t.Errorf("result %+v", res)
 	}
-	if cdp.Scheme != "ws" || cdp.Hostname() != "127.0.0.1" || !strings.HasPrefix(cdp.Path, "/devtools/browser/") {
+	if cdp.Scheme != "ws" || cdp.Hostname() != "127.0.0.1" || len(res.Token) != 48 || !strings.HasPrefix(cdp.Path, "/"+res.Token+"/devtools/browser/") {
 		t.Fatalf("cdp endpoint %q", res.Endpoints.CDP.URL)
 	}
-	status, body := loopbackGet(t, "http://"+cdp.Host+"/json/version")
+	status, body := loopbackGet(t, cdpBase(res, cdp)+"/json/version")
 	var version struct {
 		Browser string `json:"Browser"`
 		WS      string `json:"webSocketDebuggerUrl"`
@@ -372,7 +377,7 @@ func TestCLIBrowserHeadlessGVisor(t *testing.T) {
 	c.Write(".sbx.yaml", allowBrowser+"isolation: gvisor\n")
 	c.Trust()
 	name := cliRun + "-chromegv"
-	_, cdp := startHeadless(t, c, name)
+	res, cdp := startHeadless(t, c, name)
 	info, err := c.Eng.ContainerInspect(context.Background(), sandbox.ContainerName(name))
 	if err != nil || info.HostConfig.Runtime != config.GVisorRuntime {
 		t.Fatalf("runtime: %v", err)
@@ -382,7 +387,7 @@ func TestCLIBrowserHeadlessGVisor(t *testing.T) {
 	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
-	req, err := http.NewRequest(http.MethodPut, "http://"+cdp.Host+"/json/new?data:text/html,<title>from-gvisor</title>", nil)
+	req, err := http.NewRequest(http.MethodPut, cdpBase(res, cdp)+"/json/new?data:text/html,<title>from-gvisor</title>", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,8 +400,19 @@ func TestCLIBrowserHeadlessGVisor(t *testing.T) {
 	var body string
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
 		var status int
-		if status, body = loopbackGet(t, "http://"+cdp.Host+"/json/list"); status == 200 && strings.Contains(body, `"title": "from-gvisor"`) {
-			return
+		if status, body = loopbackGet(t, cdpBase(res, cdp)+"/json/list"); status != 200 {
+			continue
+		}
+		var pages []struct {
+			Title string `json:"title"`
+		}
+		if err := json.Unmarshal([]byte(body), &pages); err != nil {
+			t.Fatalf("/json/list: %v: %s", err, body)
+		}
+		for _, p := range pages {
+			if p.Title == "from-gvisor" {
+				return
+			}
 		}
 	}
 	t.Errorf("the page never rendered its title: %s", body)

@@ -24,8 +24,8 @@ import (
 func TestCLIBrowserIsolated(t *testing.T) {
 	c := newBrowserCLI(t)
 	name := cliRun + "-iso"
-	_, cdp := startHeadless(t, c, name)
-	if status, body := loopbackGet(t, "http://"+cdp.Host+"/json/version"); status != 200 || !strings.Contains(body, `"Browser"`) {
+	res, cdp := startHeadless(t, c, name)
+	if status, body := loopbackGet(t, cdpBase(res, cdp)+"/json/version"); status != 200 || !strings.Contains(body, `"Browser"`) {
 		t.Fatalf("the printed URL from the host: %d %s", status, body)
 	}
 	ctx := context.Background()
@@ -37,8 +37,9 @@ func TestCLIBrowserIsolated(t *testing.T) {
 	if !ok || len(info.NetworkSettings.Networks) != 1 {
 		t.Fatalf("networks %v, want only %s", info.NetworkSettings.Networks, sandbox.NetworkName(name))
 	}
+	// With the token, so that only the network can keep the probes out.
 	ask := func(host, port string) string {
-		return fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%s && printf "GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" >&3 && cat <&3'; echo "exit $?"`, host, port)
+		return fmt.Sprintf(`timeout 5 bash -c 'exec 3<>/dev/tcp/%s/%s && printf "GET /%s/json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" >&3 && cat <&3'; echo "exit $?"`, host, port, res.Token)
 	}
 	// The controls, so that a failure below is the network's doing, not the probe's: the same
 	// probe from inside the browser's own network namespace gets CDP, and the host reaches the
@@ -46,7 +47,7 @@ func TestCLIBrowserIsolated(t *testing.T) {
 	if out := probeContainer(t, c, "container:"+info.ID, ask("127.0.0.1", "9222")); !strings.Contains(out, `"Browser"`) {
 		t.Fatalf("the probe in the browser's network namespace got no answer: %s", out)
 	}
-	if body := hostGet(t, net.JoinHostPort(own.IPAddress, "9222")); !strings.Contains(body, `"Browser"`) {
+	if body := hostGet(t, net.JoinHostPort(own.IPAddress, "9222"), "/"+res.Token+"/json/version"); !strings.Contains(body, `"Browser"`) {
 		t.Fatalf("the host at %s: %s", own.IPAddress, body)
 	}
 	def := probeContainer(t, c, "bridge", "ip route | awk '/default/ {print $3}'")
@@ -66,10 +67,10 @@ func TestCLIBrowserIsolated(t *testing.T) {
 	py := fmt.Sprintf(`import socket
 try:
     s = socket.create_connection(("%s", 9222), timeout=5)
-    s.sendall(b"GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    s.sendall(b"GET /%s/json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     print("answered", s.recv(200))
 except OSError as e:
-    print("no answer:", e)`, own.IPAddress)
+    print("no answer:", e)`, own.IPAddress, res.Token)
 	if r := c.Run("exec", "-n", other, "--", "python3", "-c", py); r.Code != 0 || !strings.HasPrefix(r.Stdout, "no answer:") {
 		t.Errorf("another sandbox with network access reached the browser: %s %s", r.Stdout, r.Stderr)
 	}
@@ -109,9 +110,9 @@ func probeContainer(t *testing.T, c *cli, network, script string) string {
 	return out.String()
 }
 
-// hostGet asks addr (a container this test made) for /json/version from the host. Chromium
-// answers HTTP/1.1 requests only.
-func hostGet(t *testing.T, addr string) string {
+// hostGet asks addr (a container this test made) for path from the host. Chromium answers
+// HTTP/1.1 requests only.
+func hostGet(t *testing.T, addr, path string) string {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -119,7 +120,7 @@ func hostGet(t *testing.T, addr string) string {
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(conn, "GET /json/version HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(io.LimitReader(conn, 64<<10))

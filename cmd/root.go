@@ -117,6 +117,7 @@ var subcommands = []struct {
 	{[]string{"config"}, configcmd.NewCmdConfig},
 	{[]string{"image"}, image.NewCmdImage},
 	{[]string{"browser"}, func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdBrowser(f, nil) }},
+	{[]string{"browser-relay"}, func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdRelay(f, nil) }},
 	{[]string{"run"}, func(f *cmdutil.Factory) *cobra.Command { return run.NewCmdRun(f, nil) }},
 	{[]string{"ps"}, func(f *cmdutil.Factory) *cobra.Command { return ps.NewCmdPs(f, nil) }},
 	{[]string{"logs"}, func(f *cmdutil.Factory) *cobra.Command { return logs.NewCmdLogs(f, nil) }},

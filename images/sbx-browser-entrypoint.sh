@@ -1,15 +1,19 @@
 #!/bin/bash
 # Entrypoint of sbx's browser image. It starts, as the unprivileged user:
-#   - Chromium with the DevTools protocol on 127.0.0.1:$CDP_INTERNAL_PORT, relayed by socat
-#     to 0.0.0.0:9222 (Chromium binds its debugging port to loopback only, but a published
-#     port arrives on the container's own address);
+#   - Chromium with the DevTools protocol on 127.0.0.1:$CDP_INTERNAL_PORT;
 #   - unless headless: Xvfb on $DISPLAY, x11vnc on 127.0.0.1:5900 guarded by a password,
-#     and noVNC through websockify on 0.0.0.0:6080.
+#     and noVNC through websockify on 127.0.0.1:$NOVNC_INTERNAL_PORT;
+#   - sbx's relay ("sbx browser-relay", sbx's own binary mounted read-only) on 0.0.0.0:9222
+#     and 0.0.0.0:6080, which forwards to those only requests that carry the sandbox's
+#     token: the published ports, and the container's address, are reachable by every user
+#     of the host.
 # With arguments, it runs them once everything is up. It exits when any part stops, with
 # that part's status, so a crashed browser ends the container instead of leaving it half up.
 #
 # Environment:
 #   SBX_BROWSER_HEADLESS=1   no display, VNC or noVNC; only the DevTools port
+#   SBX_BROWSER_TOKEN        required: the token the relay asks every client for
+#   SBX_BROWSER_RELAY        required: the path of sbx's binary, which runs the relay
 #   SBX_VNC_PASSWORD         required unless headless; VNC uses its first 8 characters
 #   SBX_BROWSER_SCREEN       Xvfb screen, default 1280x800x24
 #   SBX_BROWSER_URL          first page, default about:blank
@@ -21,7 +25,7 @@ set -euo pipefail
 agent_src=${SBX_AGENT-}
 unset SBX_AGENT
 
-readonly CDP_PORT=9222 CDP_INTERNAL_PORT=9223 NOVNC_PORT=6080 VNC_PORT=5900
+readonly CDP_PORT=9222 CDP_INTERNAL_PORT=9223 NOVNC_PORT=6080 NOVNC_INTERNAL_PORT=6081 VNC_PORT=5900
 
 log() { printf 'sbx-browser: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 64; }
@@ -42,6 +46,13 @@ if [ ! -w "${HOME:-/nonexistent}" ]; then
 	export HOME="$run_dir/home"
 	mkdir -p "$HOME"
 fi
+
+# Without the relay nothing may listen beyond loopback: the image fails closed.
+token=${SBX_BROWSER_TOKEN:-}
+relay=${SBX_BROWSER_RELAY:-}
+unset SBX_BROWSER_TOKEN SBX_BROWSER_RELAY
+[ -n "$token" ] || die "SBX_BROWSER_TOKEN is empty; start the browser with sbx browser, which sets it"
+[ -x "$relay" ] || die "SBX_BROWSER_RELAY (\"$relay\") is not sbx's binary; start the browser with sbx browser, which mounts it"
 
 vnc_password=${SBX_VNC_PASSWORD:-}
 unset SBX_VNC_PASSWORD
@@ -104,15 +115,22 @@ else
 	(umask 077 && printf '%s\n' "$vnc_password" >"$run_dir/vncpass")
 	start x11vnc x11vnc -display "$DISPLAY" -localhost -rfbport "$VNC_PORT" \
 		-passwdfile "rm:$run_dir/vncpass" -forever -shared -noxdamage -quiet
-	start websockify websockify --web /usr/share/novnc "$NOVNC_PORT" "127.0.0.1:$VNC_PORT"
+	start websockify websockify --web /usr/share/novnc "127.0.0.1:$NOVNC_INTERNAL_PORT" "127.0.0.1:$VNC_PORT"
 fi
 unset vnc_password
+
+# The token goes in a file the relay removes once read: in its arguments, every user of the
+# host would see it.
+(umask 077 && printf '%s\n' "$token" >"$run_dir/token")
+unset token
+relay_args=(browser-relay --token-file "$run_dir/token" --cdp "0.0.0.0:$CDP_PORT=127.0.0.1:$CDP_INTERNAL_PORT")
+[ "$headless" = 1 ] || relay_args+=(--novnc "0.0.0.0:$NOVNC_PORT=127.0.0.1:$NOVNC_INTERNAL_PORT")
+start relay "$relay" "${relay_args[@]}"
 
 # SBX_BROWSER_FLAGS is split on spaces on purpose: it carries several flags.
 # shellcheck disable=SC2206
 extra_flags=(${SBX_BROWSER_FLAGS:-})
 start chromium chromium "${chromium_flags[@]}" "${extra_flags[@]}" "${SBX_BROWSER_URL:-about:blank}"
-start socat socat "TCP-LISTEN:$CDP_PORT,fork,reuseaddr" "TCP:127.0.0.1:$CDP_INTERNAL_PORT"
 log "DevTools on port $CDP_PORT$([ "$headless" = 1 ] && echo ", headless" || echo ", noVNC on port $NOVNC_PORT")"
 
 if [ "$#" -gt 0 ]; then

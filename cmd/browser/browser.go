@@ -29,16 +29,20 @@ type BrowserOptions struct {
 
 // Result is the --json output of "sbx browser". Field names are stable.
 type Result struct {
-	Name      string    `json:"name"`
-	Container string    `json:"container"`
-	ID        string    `json:"id"`
-	Image     string    `json:"image"`
-	Headless  bool      `json:"headless"`
-	Browser   string    `json:"browser"` // Chromium's product string, e.g. Chrome/120.0.6099.224
+	Name      string `json:"name"`
+	Container string `json:"container"`
+	ID        string `json:"id"`
+	Image     string `json:"image"`
+	Headless  bool   `json:"headless"`
+	Browser   string `json:"browser"` // Chromium's product string, e.g. Chrome/120.0.6099.224
+	// Token is what the endpoints ask of every client; their URLs carry it already, and
+	// a client may send it as "Authorization: Bearer TOKEN" instead.
+	Token     string    `json:"token"`
 	Endpoints Endpoints `json:"endpoints"`
 }
 
-// Endpoints are where the browser is reached from this host, all on 127.0.0.1.
+// Endpoints are where the browser is reached from this host, all on 127.0.0.1 and behind
+// the token.
 type Endpoints struct {
 	CDP   Endpoint  `json:"cdp"`             // the DevTools protocol, a ws:// URL
 	NoVNC *Endpoint `json:"novnc,omitempty"` // the browser's screen; absent when headless
@@ -64,9 +68,13 @@ print its endpoints: cdp, the DevTools protocol (a ws:// URL for Playwright, Pup
 chrome-remote-interface), and unless --headless, novnc, a page showing the browser's screen,
 with a one-off password printed only here.
 
-The ports are published on 127.0.0.1 only, with host ports the engine picks. Anyone on this
-machine who can reach them can drive the browser; the novnc password guards the screen.
-The sandbox keeps the usual hardening, but it uses network bridge (the profile's default) so
+The ports are published on 127.0.0.1 only, with host ports the engine picks, behind sbx's
+relay in the sandbox, which refuses (401) any request without the sandbox's token: a
+secret made at start, kept nowhere, printed only here as the first path segment of each
+URL, which Puppeteer's browserWSEndpoint and Playwright's connectOverCDP take as they are
+(as does http://127.0.0.1:PORT/TOKEN for a browserURL). A client may send it as
+"Authorization: Bearer TOKEN" instead (the token field of --json). Whoever controls the
+engine can read it from the container's variables. The sandbox keeps the usual hardening, but it uses network bridge (the profile's default) so
 that it can publish ports, and Chromium can reach the network.
 
 Needs the browser tool, which the default policy denies; allow it in .sbx.yaml with
@@ -143,7 +151,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	_ = m.State.Touch(name)
 
 	res := Result{Name: name, Container: sandbox.ContainerName(name), ID: b.Sandbox.ID, Image: r.Config.Image,
-		Headless: b.Headless, Browser: b.Version, Endpoints: Endpoints{CDP: Endpoint{URL: b.CDP}}}
+		Headless: b.Headless, Browser: b.Version, Token: b.Token, Endpoints: Endpoints{CDP: Endpoint{URL: b.CDP}}}
 	if b.NoVNC != "" {
 		res.Endpoints.NoVNC = &Endpoint{URL: b.NoVNC, Password: b.Password}
 	}
@@ -159,7 +167,8 @@ func printStartFailure(w io.Writer, e *sandbox.BrowserStartError) {
 	fmt.Fprint(w, cmdutil.SafeLines(e.Summary()))
 }
 
-// printEndpoints writes the endpoint table on stdout, the only place the password appears.
+// printEndpoints writes the endpoint table on stdout, the only place the token and the
+// password appear.
 func printEndpoints(io *iostreams.IOStreams, res Result) error {
 	rows := [][]string{{"cdp", res.Endpoints.CDP.URL, "-"}}
 	if v := res.Endpoints.NoVNC; v != nil {

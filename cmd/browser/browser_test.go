@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -96,12 +97,18 @@ type fakeBrowser struct {
 }
 
 func newFakeBrowser(t *testing.T) *fakeBrowser {
+	fb := &fakeBrowser{state: container.State{Status: "running", Running: true}}
+	// As the relay in the sandbox answers: behind the token.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, `{"Browser": "Chrome/120.0.6099.224", "webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/77aa"}`)
+		token := fb.env(sandbox.BrowserTokenEnv)
+		if token == "" || r.URL.Path != "/"+token+"/json/version" {
+			http.Error(w, "no token", http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, `{"Browser": "Chrome/120.0.6099.224", "webSocketDebuggerUrl": "ws://`+r.Host+`/`+token+`/devtools/browser/77aa"}`)
 	}))
 	t.Cleanup(srv.Close)
 	_, cdpPort, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	fb := &fakeBrowser{state: container.State{Status: "running", Running: true}}
 	fb.FakeEngine = &enginetest.FakeEngine{
 		T: t,
 		ImageInspectFn: func(_ context.Context, ref string) (image.InspectResponse, error) {
@@ -145,6 +152,19 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 	return fb
 }
 
+// env is variable name of the created container, "" before it is.
+func (fb *fakeBrowser) env(name string) string {
+	if fb.cfg == nil {
+		return ""
+	}
+	for _, kv := range fb.cfg.Env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 func TestBrowserRun(t *testing.T) {
 	fb := newFakeBrowser(t)
 	e := newEnv(t, allowBrowser, fb.FakeEngine)
@@ -167,16 +187,22 @@ func TestBrowserRun(t *testing.T) {
 	if len(password) != 8 {
 		t.Fatalf("password %q in %v", password, fb.cfg.Env)
 	}
+	token := fb.env(sandbox.BrowserTokenEnv)
+	if len(token) != 48 {
+		t.Fatalf("token %q in %v", token, fb.cfg.Env)
+	}
 	lines := strings.Split(strings.TrimSpace(e.Out.String()), "\n")
-	want := []string{"ENDPOINT\tURL\tPASSWORD", "cdp\tws://127.0.0.1:", "novnc\thttp://127.0.0.1:40080/vnc.html\t" + password}
-	if len(lines) != 3 || lines[0] != want[0] || !strings.HasPrefix(lines[1], want[1]) || !strings.HasSuffix(lines[1], "/devtools/browser/77aa\t-") || lines[2] != want[2] {
+	want := []string{"ENDPOINT\tURL\tPASSWORD", "cdp\tws://127.0.0.1:", "novnc\thttp://127.0.0.1:40080/" + token + "/vnc.html?path=" + token + "/websockify\t" + password}
+	if len(lines) != 3 || lines[0] != want[0] || !strings.HasPrefix(lines[1], want[1]) || !strings.HasSuffix(lines[1], "/"+token+"/devtools/browser/77aa\t-") || lines[2] != want[2] {
 		t.Errorf("stdout:\n%s", e.Out)
 	}
-	if strings.Contains(e.Err.String(), password) || !strings.Contains(e.Err.String(), "sbx rm -f "+def+"-browser") {
+	if strings.Contains(e.Err.String(), password) || strings.Contains(e.Err.String(), token) || !strings.Contains(e.Err.String(), "sbx rm -f "+def+"-browser") {
 		t.Errorf("stderr:\n%s", e.Err)
 	}
-	if strings.Contains(fb.cfg.Labels[sandbox.LabelConfig], password) {
-		t.Error("the password is in the config label")
+	for k, v := range fb.cfg.Labels {
+		if strings.Contains(v, password) || strings.Contains(v, token) {
+			t.Errorf("label %s carries the password or the token", k)
+		}
 	}
 }
 
@@ -190,8 +216,10 @@ func TestBrowserRunHeadlessJSON(t *testing.T) {
 	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil {
 		t.Fatalf("%v: %s", err, e.Out)
 	}
+	token := fb.env(sandbox.BrowserTokenEnv)
 	if res.Name != "shot" || res.Container != "sbx-shot" || res.ID != "b1" || !res.Headless || res.Browser != "Chrome/120.0.6099.224" ||
-		!strings.HasPrefix(res.Endpoints.CDP.URL, "ws://127.0.0.1:") || res.Endpoints.NoVNC != nil {
+		res.Token != token || len(token) != 48 || !strings.HasPrefix(res.Endpoints.CDP.URL, "ws://127.0.0.1:") ||
+		!strings.Contains(res.Endpoints.CDP.URL, "/"+token+"/devtools/") || res.Endpoints.NoVNC != nil {
 		t.Errorf("%+v", res)
 	}
 	if strings.Contains(e.Out.String(), "password") {
@@ -246,5 +274,45 @@ func TestPrintEndpointsEscapesTheVersion(t *testing.T) {
 	}
 	if s := out.String() + errOut.String(); strings.ContainsAny(s, "\x1b\x07") || !strings.Contains(s, `runs Chrome/1\u001b]0;pwned\u0007;`) {
 		t.Errorf("%q", s)
+	}
+}
+
+func TestNewCmdRelayFlags(t *testing.T) {
+	cmdtest.Flags(t, NewCmdRelay, []cmdtest.FlagCase[RelayOptions]{
+		{Args: []string{"--token-file", "/t", "--cdp", "0.0.0.0:9222=127.0.0.1:9223"}, Check: func(o *RelayOptions) bool {
+			return o.TokenFile == "/t" && o.CDP == "0.0.0.0:9222=127.0.0.1:9223" && o.NoVNC == ""
+		}},
+		{Args: []string{"--cdp", "a=b"}, WantErr: `"token-file" not set`},
+		{Args: []string{"--token-file", "/t"}, WantErr: `"cdp" not set`},
+	})
+}
+
+func TestRelayRunRefusals(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, token string
+		opts        RelayOptions
+		wantErr     string
+	}{
+		{name: "bad route", token: strings.Repeat("ab", 24), opts: RelayOptions{CDP: "0.0.0.0:9222"}, wantErr: "want LISTEN=BACKEND"},
+		{name: "bad token", token: "short\n", opts: RelayOptions{CDP: "127.0.0.1:0=127.0.0.1:1"}, wantErr: "does not hold a token of 48 hex digits"},
+		{name: "no file", opts: RelayOptions{CDP: "127.0.0.1:0=127.0.0.1:1"}, wantErr: "no such file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name)
+			if c.token != "" {
+				if err := os.WriteFile(path, []byte(c.token), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.opts.TokenFile = path
+			if err := relayRun(context.Background(), &c.opts); err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("err = %v, want %q", err, c.wantErr)
+			}
+		})
+	}
+	// A token file read is gone, whatever it held.
+	if _, err := os.Stat(filepath.Join(dir, "bad token")); !os.IsNotExist(err) {
+		t.Errorf("the token file is still there: %v", err)
 	}
 }

@@ -20,16 +20,25 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/sbx-sandbox/sbx/pkg/browserrelay"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
 // Ports and variables of the browser image's entrypoint (images/sbx-browser-entrypoint.sh).
+// Both ports are sbx's relay (pkg/browserrelay), which forwards only requests that carry
+// the sandbox's token: every user of the host reaches the published ports on 127.0.0.1 and
+// the sandbox's address on its bridge.
 const (
 	BrowserCDPPort     = "9222/tcp" // Chromium's DevTools protocol, relayed from its loopback
 	BrowserNoVNCPort   = "6080/tcp" // noVNC in front of the VNC server, unless headless
 	BrowserHeadlessEnv = "SBX_BROWSER_HEADLESS"
 	BrowserPasswordEnv = "SBX_VNC_PASSWORD"
+	BrowserTokenEnv    = "SBX_BROWSER_TOKEN"
+	BrowserRelayEnv    = "SBX_BROWSER_RELAY"
+	// BrowserRelayPath is where a browser sandbox sees sbx's binary, read-only, which runs
+	// its relay.
+	BrowserRelayPath = "/run/sbx-relay-bin/sbx"
 )
 
 // BrowserStartTimeout is how long StartBrowser waits for Chromium's DevTools endpoint;
@@ -50,7 +59,7 @@ const browserLogLines = 20
 type BrowserOptions struct {
 	// Timeout bounds the wait for /json/version; 0 means BrowserStartTimeout (more under gVisor).
 	Timeout time.Duration
-	// Rand is the source of the VNC password; nil means crypto/rand.
+	// Rand is the source of the VNC password and the token; nil means crypto/rand.
 	Rand io.Reader
 }
 
@@ -60,10 +69,14 @@ type Browser struct {
 	Headless bool
 	// Version is Chromium's product string from /json/version, e.g. "Chrome/120.0.6099.224".
 	Version string
-	// CDP is the DevTools WebSocket URL on the published host port.
+	// CDP is the DevTools WebSocket URL on the published host port, behind the token.
 	CDP string
-	// NoVNC is the noVNC page on the published host port, "" when headless.
+	// NoVNC is the noVNC page on the published host port, behind the token, "" when headless.
 	NoVNC string
+	// Token is the secret the sandbox's relay asks of every client: the first segment of
+	// each URL's path, or "Authorization: Bearer TOKEN". Like Password, it is stored
+	// nowhere but in the container's variables, which only whoever controls the engine sees.
+	Token string
 	// Password is the one-off VNC password, "" when headless. It is stored nowhere else.
 	Password string
 	// HostPorts maps each published container port ("9222/tcp") to its port on 127.0.0.1.
@@ -82,13 +95,22 @@ func BrowserHeadless(env map[string]string) bool {
 
 // StartBrowser creates and starts a new browser sandbox from in (whose config should be the
 // browser profile's) and waits until Chromium answers on its published DevTools port. The
-// ports are published on 127.0.0.1 only. Unless the config makes it headless, a one-off VNC
-// password is generated and passed as a container variable. A sandbox of that name must
-// not exist: its password could not be recovered. When the browser does not come up, the
-// sandbox is removed and a *BrowserStartError carries the end of its log.
+// ports are published on 127.0.0.1 only, behind sbx's relay and a new token; unless the
+// config makes it headless, a one-off VNC password guards the screen too. Both are passed
+// as container variables. A sandbox of that name must not exist: its token could not be
+// recovered. When the browser does not come up, the sandbox is removed and a
+// *BrowserStartError carries the end of its log.
 func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOptions) (*Browser, error) {
 	if err := CanPublish(in.Config.Network); err != nil {
 		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: %w", in.Name, err), "set network: bridge for this sandbox")
+	}
+	// The relay is this sbx's binary, which the engine mounts from this machine.
+	if m.Carry {
+		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: the engine is on another machine, so it cannot mount sbx's binary, which guards the browser's ports", in.Name),
+			"run sbx browser against an engine on this machine")
+	}
+	if p := m.agentBinaryProblem(in.Config.Image); p != "" {
+		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: sbx's binary guards the browser's ports, and the sandbox cannot run it: %s", in.Name, p), "")
 	}
 	switch _, err := m.Inspect(ctx, in.Name); {
 	case err == nil:
@@ -109,6 +131,13 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 		in.Ports = append(in.Ports, BrowserNoVNCPort)
 		in.OneOffEnv = append(in.OneOffEnv, BrowserPasswordEnv+"="+pw)
 	}
+	token, err := browserrelay.NewToken(opts.Rand)
+	if err != nil {
+		return nil, errs.Failure(err, "")
+	}
+	b.Token = token
+	in.RelayBinary = m.AgentBinary
+	in.OneOffEnv = append(in.OneOffEnv, BrowserTokenEnv+"="+token, BrowserRelayEnv+"="+BrowserRelayPath)
 	sb, err := m.create(ctx, in)
 	if cerrdefs.IsConflict(err) {
 		return nil, &BrowserExistsError{Name: in.Name}
@@ -138,20 +167,28 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 	default:
 		timeout = BrowserStartTimeout
 	}
-	hostPorts, version, err := m.waitForBrowser(ctx, sb, in.Ports, timeout)
+	hostPorts, version, err := m.waitForBrowser(ctx, sb, in.Ports, token, timeout)
 	if err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
 	m.finishAgent(ctx, as)
 	b.HostPorts, b.Version = hostPorts, version.Browser
-	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort])
+	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort], token)
 	if err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
 	if !b.Headless {
-		b.NoVNC = "http://" + net.JoinHostPort(LoopbackIP, hostPorts[BrowserNoVNCPort]) + "/vnc.html"
+		b.NoVNC = noVNCURL(hostPorts[BrowserNoVNCPort], token)
 	}
 	return b, nil
+}
+
+// noVNCURL is noVNC's page on host port hostPort behind token; its path parameter tells
+// the page to open its WebSocket behind the token too.
+func noVNCURL(hostPort, token string) string {
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(LoopbackIP, hostPort), Path: "/" + token + "/vnc.html",
+		RawQuery: "path=" + token + "/websockify"}
+	return u.String()
 }
 
 // vncPassword returns a random password of the length VNC reads, from letters and digits
@@ -184,9 +221,10 @@ type cdpVersion struct {
 // browserPoll is the pause between two checks of a starting browser.
 const browserPoll = 250 * time.Millisecond
 
-// waitForBrowser polls until /json/version answers through the published DevTools port. It
-// returns early when the container stops, and refuses any port bound beyond loopback.
-func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []string, timeout time.Duration) (map[string]string, cdpVersion, error) {
+// waitForBrowser polls until /json/version answers through the published DevTools port,
+// with token. It returns early when the container stops, and refuses any port bound beyond
+// loopback.
+func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []string, token string, timeout time.Duration) (map[string]string, cdpVersion, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// No proxy: the request must go to this host's loopback and nowhere else.
@@ -211,7 +249,7 @@ func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []strin
 				return nil, cdpVersion{}, err
 			}
 			if hostPorts != nil {
-				v, err := fetchVersion(wctx, hc, hostPorts[BrowserCDPPort])
+				v, err := fetchVersion(wctx, hc, hostPorts[BrowserCDPPort], token)
 				if err == nil {
 					return hostPorts, v, nil
 				}
@@ -259,16 +297,21 @@ func publishedPorts(info container.InspectResponse, want []string) (map[string]s
 	return out, nil
 }
 
-// fetchVersion asks Chromium for /json/version through host port hostPort on loopback.
-func fetchVersion(ctx context.Context, hc *http.Client, hostPort string) (cdpVersion, error) {
+// fetchVersion asks Chromium for /json/version through host port hostPort on loopback,
+// past the relay with token.
+func fetchVersion(ctx context.Context, hc *http.Client, hostPort, token string) (cdpVersion, error) {
 	var v cdpVersion
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(LoopbackIP, hostPort)+"/json/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(LoopbackIP, hostPort)+"/"+token+"/json/version", nil)
 	if err != nil {
 		return v, err
 	}
 	resp, err := hc.Do(req)
+	// Without the URL, which carries the token, so that the error can be shown.
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		err = ue.Err
+	}
 	if err != nil {
-		return v, err
+		return v, fmt.Errorf("/json/version: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -283,11 +326,12 @@ func fetchVersion(ctx context.Context, hc *http.Client, hostPort string) (cdpVer
 	return v, nil
 }
 
-// hostWebSocketURL points Chromium's debugger URL, which names the address Chromium listens
-// on inside the sandbox, at the published host port instead.
-func hostWebSocketURL(raw, hostPort string) (string, error) {
+// hostWebSocketURL points the debugger URL the relay gave, behind token, at the published
+// host port: the relay names the host it was asked on, which the engine's port mapping may
+// have changed.
+func hostWebSocketURL(raw, hostPort, token string) (string, error) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "ws" || !strings.HasPrefix(u.Path, "/devtools/") {
+	if err != nil || u.Scheme != "ws" || !strings.HasPrefix(u.Path, "/"+token+"/devtools/") {
 		return "", fmt.Errorf("unexpected webSocketDebuggerUrl %q from Chromium", raw)
 	}
 	u.Host = net.JoinHostPort(LoopbackIP, hostPort)
@@ -373,5 +417,5 @@ func (e *BrowserExistsError) Error() string {
 }
 func (e *BrowserExistsError) ExitCode() int { return errs.CodeFailure }
 func (e *BrowserExistsError) Hint() string {
-	return fmt.Sprintf("sbx browser starts a new sandbox each time, since its one-off password is kept nowhere: remove the old one with \"sbx rm -f %s\", or pick another name with -n", e.Name)
+	return fmt.Sprintf("sbx browser starts a new sandbox each time, since its one-off token and password are kept nowhere: remove the old one with \"sbx rm -f %s\", or pick another name with -n", e.Name)
 }

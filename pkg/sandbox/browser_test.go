@@ -109,19 +109,48 @@ func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 	return e
 }
 
-// devtools serves /json/version as Chromium does, naming its own in-sandbox address.
-func devtools(t *testing.T, status int) (port string) {
+// devtools serves /json/version as the relay in front of Chromium does, behind the token
+// the sandbox was created with, naming another host than the one it was asked on.
+func devtools(t *testing.T, e **browserEngine, status int) (port string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/json/version" {
-			http.NotFound(w, r)
+		token := createdEnv(*e, sandbox.BrowserTokenEnv)
+		if token == "" || r.URL.Path != "/"+token+"/json/version" {
+			http.Error(w, "no token", http.StatusUnauthorized)
 			return
 		}
 		w.WriteHeader(status)
-		_, _ = io.WriteString(w, `{"Browser": "HeadlessChrome/120.0.6099.224", "webSocketDebuggerUrl": "ws://127.0.0.1:9222/devtools/browser/0f1e"}`)
+		_, _ = io.WriteString(w, `{"Browser": "HeadlessChrome/120.0.6099.224", "webSocketDebuggerUrl": "ws://localhost:9222/`+token+`/devtools/browser/0f1e"}`)
 	}))
 	t.Cleanup(srv.Close)
 	_, port, _ = net.SplitHostPort(srv.Listener.Addr().String())
 	return port
+}
+
+// createdEnv is variable name of the container e created, "" before.
+func createdEnv(e *browserEngine, name string) string {
+	if e == nil || e.created == nil {
+		return ""
+	}
+	for _, kv := range e.created.Env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// startable is a browser engine whose DevTools endpoint answers with status.
+func startable(t *testing.T, status int) *browserEngine {
+	var e *browserEngine
+	e = newBrowserEngine(t, devtools(t, &e, status))
+	return e
+}
+
+// browserManager is fakeManager with sbx's binary, which browser sandboxes mount for their relay.
+func browserManager(t *testing.T, fake *enginetest.FakeEngine) *sandbox.Manager {
+	m := fakeManager(t, fake)
+	m.AgentBinary = staticBinary(t)
+	return m
 }
 
 func browserInput(headless bool) sandbox.SpecInput {
@@ -137,30 +166,46 @@ func browserInput(headless bool) sandbox.SpecInput {
 }
 
 func TestStartBrowserDesktop(t *testing.T) {
-	port := devtools(t, http.StatusOK)
-	e := newBrowserEngine(t, port)
-	m := fakeManager(t, e.fake)
-	// 255 is skipped (it would bias the alphabet), then a, b, ... map to a, b, ...
-	rnd := bytes.NewReader([]byte{255, 0, 1, 2, 3, 26, 27, 52, 61})
+	e := startable(t, http.StatusOK)
+	m := browserManager(t, e.fake)
+	// 255 is skipped (it would bias the alphabet), then a, b, ... map to a, b, ...; the
+	// token's 24 bytes follow.
+	rnd := bytes.NewReader(append([]byte{255, 0, 1, 2, 3, 26, 27, 52, 61}, bytes.Repeat([]byte{0xab}, 24)...))
 	b, err := m.StartBrowser(context.Background(), browserInput(false), sandbox.BrowserOptions{Rand: rnd})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Password != "abcdAB09" {
-		t.Errorf("password %q", b.Password)
+	token := strings.Repeat("ab", 24)
+	if b.Password != "abcdAB09" || b.Token != token {
+		t.Errorf("password %q, token %q", b.Password, b.Token)
 	}
-	if want := "ws://127.0.0.1:" + port + "/devtools/browser/0f1e"; b.CDP != want {
+	port := b.HostPorts[string(sandbox.BrowserCDPPort)]
+	if want := "ws://127.0.0.1:" + port + "/" + token + "/devtools/browser/0f1e"; b.CDP != want {
 		t.Errorf("cdp %q, want %q", b.CDP, want)
 	}
-	if b.NoVNC != "http://127.0.0.1:49999/vnc.html" || b.Headless || b.Version != "HeadlessChrome/120.0.6099.224" {
+	if b.NoVNC != "http://127.0.0.1:49999/"+token+"/vnc.html?path="+token+"/websockify" || b.Headless || b.Version != "HeadlessChrome/120.0.6099.224" {
 		t.Errorf("%+v", b)
 	}
-	if !slices.Contains(e.created.Env, "SBX_VNC_PASSWORD=abcdAB09") {
-		t.Errorf("env %v lacks the password", e.created.Env)
+	for _, kv := range []string{"SBX_VNC_PASSWORD=abcdAB09", "SBX_BROWSER_TOKEN=" + token, "SBX_BROWSER_RELAY=" + sandbox.BrowserRelayPath} {
+		if !slices.Contains(e.created.Env, kv) {
+			t.Errorf("env %v lacks %s", e.created.Env, kv)
+		}
+	}
+	relay := 0
+	for _, mt := range e.host.Mounts {
+		if mt.Target == sandbox.BrowserRelayPath {
+			relay++
+			if mt.Source != m.AgentBinary || !mt.ReadOnly {
+				t.Errorf("the relay's binary is mounted as %+v", mt)
+			}
+		}
+	}
+	if relay != 1 {
+		t.Errorf("%d mounts of the relay's binary in %+v", relay, e.host.Mounts)
 	}
 	for k, v := range e.created.Labels {
-		if strings.Contains(v, "abcdAB09") {
-			t.Errorf("label %s carries the password", k)
+		if strings.Contains(v, "abcdAB09") || strings.Contains(v, token) {
+			t.Errorf("label %s carries the password or the token", k)
 		}
 	}
 	for _, p := range []nat.Port{sandbox.BrowserCDPPort, sandbox.BrowserNoVNCPort} {
@@ -177,13 +222,13 @@ func TestStartBrowserDesktop(t *testing.T) {
 }
 
 func TestStartBrowserHeadless(t *testing.T) {
-	e := newBrowserEngine(t, devtools(t, http.StatusOK))
-	m := fakeManager(t, e.fake)
-	b, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{Rand: strings.NewReader("")})
+	e := startable(t, http.StatusOK)
+	m := browserManager(t, e.fake)
+	b, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !b.Headless || b.NoVNC != "" || b.Password != "" || len(b.HostPorts) != 1 {
+	if !b.Headless || b.NoVNC != "" || b.Password != "" || len(b.HostPorts) != 1 || len(b.Token) != 48 || !strings.Contains(b.CDP, "/"+b.Token+"/devtools/") {
 		t.Errorf("%+v", b)
 	}
 	if _, ok := e.host.PortBindings[sandbox.BrowserNoVNCPort]; ok {
@@ -210,19 +255,26 @@ func TestStartBrowserFailures(t *testing.T) {
 		{name: "bound beyond loopback", status: http.StatusOK, setup: func(e *browserEngine) {
 			e.bindings[sandbox.BrowserCDPPort] = append(e.bindings[sandbox.BrowserCDPPort], nat.PortBinding{HostIP: "0.0.0.0", HostPort: "40000"})
 		}, wantErr: `published on "0.0.0.0"`},
+		// The error is shown: it names no URL, which would carry the token.
+		{name: "refuses connections", status: http.StatusOK, setup: func(e *browserEngine) {
+			e.bindings[sandbox.BrowserCDPPort] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: closedPort(t)}}
+		}, wantErr: "(last try: /json/version: dial tcp 127.0.0.1:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newBrowserEngine(t, devtools(t, tt.status))
+			e := startable(t, tt.status)
 			e.logs = "sbx-browser: error: SBX_VNC_PASSWORD is empty\n"
 			if tt.setup != nil {
 				tt.setup(e)
 			}
 			start := time.Now()
-			_, err := fakeManager(t, e.fake).StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{Timeout: 500 * time.Millisecond})
+			_, err := browserManager(t, e.fake).StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{Timeout: 500 * time.Millisecond})
 			var se *sandbox.BrowserStartError
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want a BrowserStartError with %q", err, tt.wantErr)
+			}
+			if token := createdEnv(e, sandbox.BrowserTokenEnv); token == "" || strings.Contains(err.Error(), token) {
+				t.Errorf("token %q, err %v", token, err)
 			}
 			if errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(se.Summary(), "  sbx-browser: error: SBX_VNC_PASSWORD is empty\n") {
 				t.Errorf("exit %d, summary %q", errs.ExitCode(err), se.Summary())
@@ -244,7 +296,7 @@ func TestStartBrowserRefusals(t *testing.T) {
 		e.fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
 			return inspectOf(t, in, "running"), nil
 		}
-		_, err := fakeManager(t, e.fake).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
+		_, err := browserManager(t, e.fake).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
 		var ee *sandbox.BrowserExistsError
 		if !errors.As(err, &ee) || !strings.Contains(errs.Hint(err), "sbx rm -f app-123456-browser") || e.created != nil {
 			t.Errorf("err = %v (hint %q); created %v", err, errs.Hint(err), e.created != nil)
@@ -255,12 +307,38 @@ func TestStartBrowserRefusals(t *testing.T) {
 			in := browserInput(true)
 			in.Config.Network = n
 			// No call is stubbed: the refusal comes before the engine is asked anything.
-			_, err := fakeManager(t, &enginetest.FakeEngine{}).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
+			_, err := browserManager(t, &enginetest.FakeEngine{}).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
 			if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "network: bridge") {
 				t.Errorf("err = %v, hint %q", err, errs.Hint(err))
 			}
 		})
 	}
+	// The relay is sbx's binary: without one the sandbox could mount, nothing would guard
+	// the ports, so the engine is asked nothing.
+	t.Run("remote engine", func(t *testing.T) {
+		m := browserManager(t, &enginetest.FakeEngine{})
+		m.Carry = true
+		if _, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{}); err == nil || !strings.Contains(err.Error(), "cannot mount sbx's binary") {
+			t.Errorf("err = %v", err)
+		}
+	})
+	t.Run("no binary", func(t *testing.T) {
+		m := fakeManager(t, &enginetest.FakeEngine{})
+		if _, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{}); err == nil || !strings.Contains(err.Error(), "sbx does not know where its binary is") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
+
+// closedPort is a port on loopback nothing listens on.
+func closedPort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	l.Close()
+	return port
 }
 
 func TestBrowserHeadless(t *testing.T) {

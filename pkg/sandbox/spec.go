@@ -139,6 +139,10 @@ type SpecInput struct {
 	ToolboxDir string
 	// AgentBinary is sbx's binary on the host, which a sandbox with AgentDir runs as its agent.
 	AgentBinary string
+	// RelayBinary is sbx's binary on the host, mounted read-only at BrowserRelayPath for a
+	// browser sandbox's relay (StartBrowser); "" mounts none. It stays out of the config hash,
+	// as AgentBinary does.
+	RelayBinary string
 	// EgressSubnet is the subnet of the network the sandbox shares with its proxy, when
 	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
 	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
@@ -304,6 +308,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 			mount.Mount{Type: mount.TypeBind, Source: in.AgentBinary, Target: AgentBinaryPath, ReadOnly: true,
 				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+	}
+	if in.RelayBinary != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.RelayBinary, Target: BrowserRelayPath, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if cfg.CACerts != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.CADir, Target: cacerts.MountDir, ReadOnly: true,
