@@ -256,11 +256,13 @@ func rewriteURL(s, host, prefix string) (string, error) {
 	return u.String(), nil
 }
 
-// marshal is json.Marshal without HTML escaping, so URLs keep their & and stay readable.
+// marshal writes v as Chromium writes its listings, keys sorted and indented by three
+// spaces, and without HTML escaping, so URLs keep their &.
 func marshal(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "   ")
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}

@@ -187,7 +187,8 @@ func TestBearerToken(t *testing.T) {
 	b := newBackend(t)
 	addr := relay(t, b, true)
 	resp, body := get(t, "http://"+addr+"/json/version", http.Header{"Authorization": {"Bearer " + token}})
-	if resp.StatusCode != 200 || !strings.Contains(body, `"webSocketDebuggerUrl":"ws://`+addr+"/"+token+`/devtools/browser/77aa"`) {
+	// Laid out as Chromium lays it out, for clients that read it as text.
+	if resp.StatusCode != 200 || !strings.Contains(body, `"webSocketDebuggerUrl": "ws://`+addr+"/"+token+`/devtools/browser/77aa"`) || !strings.Contains(body, `"Browser": "Chrome/`) {
 		t.Errorf("%s %s", resp.Status, body)
 	}
 	if seen := b.requests(); len(seen) != 1 || seen[0].Header.Get("Authorization") != "" || seen[0].URL.Path != "/json/version" {

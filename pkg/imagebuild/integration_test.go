@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,13 +13,16 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/internal/testenv"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // imageTestRun labels every container these tests create.
@@ -131,7 +135,7 @@ type smokeBox struct {
 	id  string
 }
 
-func startSmokeBox(t *testing.T, eng engine.Engine, tag string, env []string, cmd []string) *smokeBox {
+func startSmokeBox(t *testing.T, eng engine.Engine, tag string, env []string, cmd []string, mounts ...mount.Mount) *smokeBox {
 	t.Helper()
 	ctx := context.Background()
 	init := true
@@ -148,6 +152,7 @@ func startSmokeBox(t *testing.T, eng engine.Engine, tag string, env []string, cm
 			"/workspace":    "rw,nosuid,nodev,exec,size=256m,uid=1000,gid=1000,mode=0755",
 		},
 		Resources: container.Resources{Memory: 2 << 30, PidsLimit: ptr(int64(1024))},
+		Mounts:    mounts,
 	}
 	created, err := eng.ContainerCreate(ctx, cfg, host, &network.NetworkingConfig{}, nil, "")
 	if err != nil {
@@ -278,16 +283,23 @@ cd /workspace && mkdir hello-npm && cd hello-npm && npm init -y >/dev/null && ec
 func TestBrowserImageSmoke(t *testing.T) {
 	eng := enginetest.RealEngine(t)
 	tag := bundledImage(t, eng, images.ProfileBrowser)
+	// The relay in front of the ports is sbx's binary, as sbx browser mounts it, with a token.
+	const token = "00112233445566778899aabbccddeeff0011223344556677"
+	relay := []string{sandbox.BrowserTokenEnv + "=" + token, sandbox.BrowserRelayEnv + "=" + sandbox.BrowserRelayPath}
+	bin := mount.Mount{Type: mount.TypeBind, Source: testenv.SbxBinary(t), Target: sandbox.BrowserRelayPath, ReadOnly: true}
 
 	t.Run("headless", func(t *testing.T) {
-		box := startSmokeBox(t, eng, tag, []string{"SBX_BROWSER_HEADLESS=1"}, nil)
+		box := startSmokeBox(t, eng, tag, append([]string{"SBX_BROWSER_HEADLESS=1"}, relay...), nil, bin)
 		if out := box.must(nil, "chromium --version"); !strings.HasPrefix(out, "Chromium ") {
 			t.Errorf("chromium --version: %q", out)
 		}
-		// The DevTools endpoint answers on 9222 through the relay.
-		version := box.waitFor(t, "http://127.0.0.1:9222/json/version")
+		// The DevTools endpoint answers on 9222 through the relay, with the token only.
+		version := box.waitFor(t, "http://127.0.0.1:9222/"+token+"/json/version")
 		if !strings.Contains(version, `"webSocketDebuggerUrl"`) || !strings.Contains(version, "HeadlessChrome") {
 			t.Errorf("/json/version: %s", version)
+		}
+		if out := box.must(nil, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:9222/json/version"); out != "401" {
+			t.Errorf("/json/version without the token: %s", out)
 		}
 		if _, _, code := box.run(nil, "curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:6080/"); code == 0 {
 			t.Error("noVNC answers in headless mode")
@@ -295,13 +307,16 @@ func TestBrowserImageSmoke(t *testing.T) {
 	})
 
 	t.Run("desktop", func(t *testing.T) {
-		box := startSmokeBox(t, eng, tag, []string{"SBX_VNC_PASSWORD=test-pw"}, nil)
-		version := box.waitFor(t, "http://127.0.0.1:9222/json/version")
+		box := startSmokeBox(t, eng, tag, append([]string{"SBX_VNC_PASSWORD=test-pw"}, relay...), nil, bin)
+		version := box.waitFor(t, "http://127.0.0.1:9222/"+token+"/json/version")
 		if !strings.Contains(version, `"Browser": "Chrome/`) || strings.Contains(version, "HeadlessChrome") {
 			t.Errorf("/json/version: %s", version)
 		}
-		if page := box.waitFor(t, "http://127.0.0.1:6080/vnc.html"); !strings.Contains(page, "noVNC") {
+		if page := box.waitFor(t, "http://127.0.0.1:6080/"+token+"/vnc.html"); !strings.Contains(page, "noVNC") {
 			t.Errorf("noVNC page: %.200s", page)
+		}
+		if out := box.must(nil, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:6080/vnc.html"); out != "401" {
+			t.Errorf("noVNC without the token: %s", out)
 		}
 		// VNC itself listens on loopback only; the password file is gone once read.
 		out := box.must(nil, "cat /proc/net/tcp | awk '$2 ~ /:170C$/ && $4 == \"0A\" {print $2}'; ls /tmp/sbx-browser.*/")
@@ -310,26 +325,36 @@ func TestBrowserImageSmoke(t *testing.T) {
 		}
 	})
 
-	t.Run("desktop without a password refuses to start", func(t *testing.T) {
-		box := startSmokeBox(t, eng, tag, nil, nil)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			info, err := eng.ContainerInspect(context.Background(), box.id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !info.State.Running {
-				if info.State.ExitCode != 64 {
-					t.Errorf("exit code %d, want 64", info.State.ExitCode)
-				}
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the browser started without SBX_VNC_PASSWORD")
-			}
-			time.Sleep(200 * time.Millisecond)
+	// Without its relay or a token, nothing may listen beyond loopback.
+	for what, env := range map[string][]string{
+		"desktop without a password": relay,
+		"headless without a token":   {"SBX_BROWSER_HEADLESS=1", sandbox.BrowserRelayEnv + "=" + sandbox.BrowserRelayPath},
+		"headless without the relay": {"SBX_BROWSER_HEADLESS=1", sandbox.BrowserTokenEnv + "=" + token},
+	} {
+		t.Run(what+" refuses to start", func(t *testing.T) { refusesToStart(t, eng, tag, env, bin) })
+	}
+}
+
+// refusesToStart checks that a box of the browser image with env exits with status 64.
+func refusesToStart(t *testing.T, eng engine.Engine, tag string, env []string, bin mount.Mount) {
+	box := startSmokeBox(t, eng, tag, env, nil, bin)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := eng.ContainerInspect(context.Background(), box.id)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
+		if !info.State.Running {
+			if info.State.ExitCode != 64 {
+				t.Errorf("exit code %d, want 64", info.State.ExitCode)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the browser started with only %v", env)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // waitFor polls url from inside the box until it answers, for up to 30 s, and returns the body.
@@ -346,4 +371,11 @@ func (b *smokeBox) waitFor(t *testing.T, url string) string {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+}
+
+// TestMain removes the sbx binary the browser's smoke test built for its relay.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.RemoveSbxBinary()
+	os.Exit(code)
 }
