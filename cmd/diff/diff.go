@@ -3,9 +3,11 @@ package diff
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -125,12 +127,20 @@ func show(opts *DiffOptions, l overlay.Layers, protectedPaths []string) error {
 			return err
 		}
 	default:
+		var term *printable
 		if opts.IO.IsStdoutTTY() {
-			// What the sandbox wrote is shown, never obeyed: no control byte reaches a terminal.
-			out = &printable{w: out}
+			// What the sandbox wrote is shown, never obeyed: no control character, and no
+			// bidirectional override (Trojan Source), reaches a terminal.
+			term = &printable{w: out}
+			out = term
 		}
 		if err := l.Patch(out, changes); err != nil {
 			return err
+		}
+		if term != nil {
+			if err := term.flush(); err != nil {
+				return err
+			}
 		}
 		notes(opts.IO, changes)
 	}
@@ -188,16 +198,49 @@ func printStat(out io.Writer, l overlay.Layers, changes []overlay.Change) error 
 	return w.Flush()
 }
 
-// printable replaces control bytes other than newline and tab with '?'.
-type printable struct{ w io.Writer }
+// printable writes a patch for a terminal: each line as cmdutil.SafeText shows it (C0 and C1
+// controls, bidirectional overrides, bytes that are not UTF-8 escaped), its tabs kept. A line
+// is held until its newline, so no character is split; flush writes the rest.
+type printable struct {
+	w    io.Writer
+	line []byte
+}
 
 func (p *printable) Write(b []byte) (int, error) {
-	c := make([]byte, len(b))
-	for i, x := range b {
-		if (x < 0x20 && x != '\n' && x != '\t') || x == 0x7f {
-			x = '?'
-		}
-		c[i] = x
+	p.line = append(p.line, b...)
+	i := bytes.LastIndexByte(p.line, '\n')
+	if i < 0 {
+		return len(b), nil
 	}
-	return p.w.Write(c)
+	if err := p.emit(p.line[:i+1]); err != nil {
+		return 0, err
+	}
+	p.line = append(p.line[:0], p.line[i+1:]...)
+	return len(b), nil
+}
+
+func (p *printable) flush() error {
+	err := p.emit(p.line)
+	p.line = p.line[:0]
+	return err
+}
+
+func (p *printable) emit(text []byte) error {
+	if len(text) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for i, line := range strings.Split(string(text), "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for j, field := range strings.Split(line, "\t") {
+			if j > 0 {
+				b.WriteByte('\t')
+			}
+			b.WriteString(cmdutil.SafeText(field))
+		}
+	}
+	_, err := io.WriteString(p.w, b.String())
+	return err
 }
