@@ -105,6 +105,17 @@ func testHostileImage(t *testing.T, c *cli, createFlags ...string) {
 	if r := c.Run("rm", "-f", name); r.Code != 0 {
 		t.Fatalf("rm: %s", r)
 	}
+	// prune removes an overlay sandbox's layers as rm does.
+	pruned := name + "-pruned"
+	if r := c.Run(append([]string{"create", "-n", pruned, "--image", img, "--workspace", "overlay"}, createFlags...)...); r.Code != 0 {
+		t.Fatalf("create: %s", r)
+	}
+	if r := c.Run("exec", "-n", pruned, "--", "sh", "-c", "echo pruned > /workspace/gone.txt"); r.Code != 0 {
+		t.Fatalf("exec: %s", r)
+	}
+	if r := c.Run("prune", "-f", "--all", "--filter", "name="+pruned); r.Code != 0 || !strings.Contains(r.Stdout+r.Stderr, pruned) {
+		t.Fatalf("prune: %s", r)
+	}
 
 	// No marker anywhere sbx keeps state or the project, and nothing left behind.
 	var found []string
