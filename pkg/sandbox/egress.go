@@ -240,8 +240,8 @@ type ProxyInput struct {
 // ProxySpec is the proxy container of a sandbox: sbx's binary, read-only, on sbx's helper
 // image (nothing of the sandbox's image, no healthcheck), on a read-only root, with no
 // capabilities, no new privileges, sbx's seccomp profile, an init, and small memory and
-// process limits; it listens only on its address on the sandbox's network. Its rules are
-// read-only to it (a directory only the host writes, so the host's rename of a new file shows
+// process limits; it listens only on its address on the sandbox's network. Its directory is
+// mounted nosuid, nodev and noexec (hostDirMount); its rules are read-only to it (a directory only the host writes, so the host's rename of a new file shows
 // through); its log directory is writable (it rotates the log there).
 func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	proxy, _ := egressAddrs(in.Subnet)
@@ -270,7 +270,8 @@ func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *networ
 		LogConfig:      container.LogConfig{Type: logDriver, Config: map[string]string{"max-size": logMaxSize, "max-file": "1"}},
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: in.Binary, Target: helperBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
-			{Type: mount.TypeBind, Source: in.Dir, Target: proxyDir, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
+			hostDirMount(in.Dir, proxyDir),
+			// Read-only, so a plain bind (the engine refuses a read-only volume of its own).
 			{Type: mount.TypeBind, Source: filepath.Join(in.Dir, egressRulesDir), Target: proxyRulesDir, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 		},
 		Resources: container.Resources{Memory: 128 << 20, MemorySwap: 128 << 20, PidsLimit: &pids},
@@ -499,7 +500,7 @@ func (m *Manager) removeProxy(ctx context.Context, name string) error {
 	if info.Config == nil || info.Config.Labels[LabelRole] != roleProxy || info.Config.Labels[LabelName] != name {
 		return &NotManagedError{Container: ProxyName(name)}
 	}
-	if err := m.Engine.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := m.Engine.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(fmt.Sprintf("removing the egress proxy of sandbox %q", name), err)
 	}
 	return nil

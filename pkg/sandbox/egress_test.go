@@ -63,13 +63,19 @@ func TestProxySpecHardening(t *testing.T) {
 	}
 	want := []mount.Mount{
 		{Type: mount.TypeBind, Source: "/usr/bin/sbx", Target: "/usr/local/libexec/sbx", ReadOnly: true},
-		{Type: mount.TypeBind, Source: "/state/egress/web", Target: "/egress"},
+		{Type: mount.TypeVolume, Source: "/state/egress/web", Target: "/egress"},
 		{Type: mount.TypeBind, Source: "/state/egress/web/rules", Target: "/egress/rules", ReadOnly: true},
 	}
 	if len(host.Mounts) != len(want) {
 		t.Fatalf("mounts %+v", host.Mounts)
 	}
 	for i, m := range host.Mounts {
+		if m.Type == mount.TypeVolume { // a host directory through the local driver, nosuid,nodev,noexec
+			if o := m.VolumeOptions.DriverConfig.Options; o["o"] != "bind,nosuid,nodev,noexec" || o["type"] != "none" {
+				t.Errorf("mount %d options %v", i, o)
+			}
+			m.Source = m.VolumeOptions.DriverConfig.Options["device"]
+		}
 		if m.Type != want[i].Type || m.Source != want[i].Source || m.Target != want[i].Target || m.ReadOnly != want[i].ReadOnly {
 			t.Errorf("mount %d = %+v, want %+v", i, m, want[i])
 		}

@@ -16,6 +16,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -51,6 +52,15 @@ func helperLayer() []byte {
 func helperLayerID(layer []byte) string {
 	sum := sha256.Sum256(layer)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// hostDirMount mounts the host directory source at target in a helper container nosuid,
+// nodev and noexec: through the local volume driver's bind, which takes mount options (a
+// plain bind cannot). The volume is the container's own: removing the container with its
+// volumes removes it, never the directory.
+func hostDirMount(source, target string) mount.Mount {
+	return mount.Mount{Type: mount.TypeVolume, Target: target, VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{Name: "local",
+		Options: map[string]string{"type": "none", "device": source, "o": "bind,nosuid,nodev,noexec"}}}}
 }
 
 // helperSpec is what every helper container shares: sbx's image and binary, the

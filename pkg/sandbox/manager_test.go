@@ -924,7 +924,7 @@ func TestEnsureWithEgress(t *testing.T) {
 	}
 	proxy := e.containers["sbx_proxy-app-123456"]
 	if proxy.Config.Labels[sandbox.LabelRole] != "egress-proxy" || proxy.Config.Labels[sandbox.LabelName] != "app-123456" ||
-		!slices.Contains(proxy.Config.Cmd, "10.213.0.34:3128") || proxy.HostConfig.Mounts[1].Source != m.State.EgressDir("app-123456") {
+		!slices.Contains(proxy.Config.Cmd, "10.213.0.34:3128") || proxy.HostConfig.Mounts[1].VolumeOptions.DriverConfig.Options["device"] != m.State.EgressDir("app-123456") {
 		t.Errorf("proxy %+v %+v", proxy.Config, proxy.HostConfig.Mounts)
 	}
 	sb := e.containers["sbx-app-123456"]

@@ -128,9 +128,7 @@ func (m *Manager) clearWorkDir(ctx context.Context, name string) error {
 	host := &container.HostConfig{
 		Mounts: []mount.Mount{
 			{Type: mount.TypeBind, Source: bin, Target: helperBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
-			// The local driver's bind takes mount options, which a plain bind cannot.
-			{Type: mount.TypeVolume, Target: "/layers", VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{Name: "local",
-				Options: map[string]string{"type": "none", "device": m.State.overlayDir(name), "o": "bind,nosuid,nodev,noexec"}}}},
+			hostDirMount(m.State.overlayDir(name), "/layers"),
 		},
 		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_OVERRIDE"},
 		SecurityOpt: []string{"no-new-privileges:true"}, ReadonlyRootfs: true,
