@@ -19,6 +19,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/pkg/agent"
@@ -532,7 +534,8 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		case err != nil:
 			return errs.Failure(fmt.Errorf("sandbox %q: the command was killed and the engine no longer answers: %w", sb.Name, err),
 				"the engine stopped or restarted while the command ran; check it with \"sbx doctor\" and run the command again")
-		case info.State != nil && !info.State.Running && info.State.OOMKilled && sb.underGVisor():
+		case info.State != nil && !info.State.Running && sb.underGVisor() &&
+			(info.State.OOMKilled || m.oomLogged(ctx, sb.ID, info.State.StartedAt)):
 			// Under gVisor the OOM killer takes the whole sandbox, whose kernel holds the
 			// memory. (A container's flag also counts an earlier command's kill in this run.)
 			return errSandboxOOM
@@ -544,6 +547,34 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		}
 		if sleepCtx(ctx, 100*time.Millisecond) != nil {
 			return nil
+		}
+	}
+}
+
+// oomLogged reports whether the engine logged an OOM kill of container id since startedAt
+// (its start, RFC 3339). Docker 20.10 stopped a gVisor sandbox killed for memory without
+// its OOMKilled flag in 1 run of 10 here, when the task's exit outran its OOM event; the
+// event is logged all the same, at times a moment after the exit, hence the seconds ahead.
+func (m *Manager) oomLogged(ctx context.Context, id, startedAt string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	msgs, errc := m.Engine.Events(ctx, events.ListOptions{
+		Since:   startedAt,
+		Until:   strconv.FormatInt(m.Now().Add(2*time.Second).Unix(), 10),
+		Filters: filters.NewArgs(filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", id), filters.Arg("event", string(events.ActionOOM))),
+	})
+	for {
+		select {
+		case msg := <-msgs:
+			if msg.Action == events.ActionOOM && msg.Actor.ID == id {
+				return true
+			}
+		case err := <-errc:
+			// The stream's end (io.EOF at until) and a failure alike: no OOM seen.
+			if err != nil && !errors.Is(err, io.EOF) {
+				m.debugf("reading the engine's events for an OOM of %s: %v", id, err)
+			}
+			return false
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
@@ -42,6 +43,7 @@ type FakeEngine struct {
 	ContainerRenameFn       func(ctx context.Context, containerID, newContainerName string) error
 	ContainerWaitFn         func(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
 	ContainerLogsFn         func(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error)
+	EventsFn                func(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 	ContainerPauseFn        func(ctx context.Context, containerID string) error
 	ContainerUnpauseFn      func(ctx context.Context, containerID string) error
 	ContainerStatsFn        func(ctx context.Context, containerID string, stream bool) (container.StatsResponseReader, error)
@@ -192,6 +194,15 @@ func (f *FakeEngine) ContainerWait(ctx context.Context, containerID string, cond
 		return nil, errc
 	}
 	return f.ContainerWaitFn(ctx, containerID, condition)
+}
+
+func (f *FakeEngine) Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error) {
+	if f.EventsFn == nil {
+		errc := make(chan error, 1)
+		errc <- f.unstubbed("Events")
+		return nil, errc
+	}
+	return f.EventsFn(ctx, options)
 }
 
 func (f *FakeEngine) ContainerLogs(ctx context.Context, containerID string, options container.LogsOptions) (io.ReadCloser, error) {
