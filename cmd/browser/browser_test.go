@@ -149,6 +149,7 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 		},
 		ContainerRemoveFn: func(context.Context, string, container.RemoveOptions) error { fb.removed = true; return nil },
 	}
+	fb.FakeEngine.Docker()
 	return fb
 }
 

@@ -117,10 +117,11 @@ func engineChecks(ctx context.Context, opts *DoctorOptions) []Check {
 			Detail: fmt.Sprintf("%s answers ping but not version/info: %v", ep.Host, firstErr(verr, ierr)),
 			Fix:    "check the engine's log; the API may be restricted by a proxy"}}
 	}
+	kind := engine.KindOf(v, info)
 	checks := []Check{{Name: "engine", Status: StatusOK, Required: true,
-		Detail: fmt.Sprintf("%s (from %s), Docker %s, API %s (client uses %s)", ep.Host, ep.Source, v.Version, v.APIVersion, eng.ClientVersion())}}
+		Detail: fmt.Sprintf("%s (from %s), %s, API %s (client uses %s)", ep.Host, ep.Source, kind, v.APIVersion, eng.ClientVersion())}}
 	checks = append(checks, agentCheck(ep.Host, sandbox.AgentsSupported(ep.Host)))
-	checks = append(checks, infoChecks(info)...)
+	checks = append(checks, infoChecks(kind, info)...)
 	return append(checks, imageChecks(ctx, eng, opts.ImageFiles)...)
 }
 
@@ -136,7 +137,7 @@ func agentCheck(host string, supported bool) Check {
 }
 
 // infoChecks judges what the engine reports about itself. It is pure so every branch is testable.
-func infoChecks(info system.Info) []Check {
+func infoChecks(kind engine.Kind, info system.Info) []Check {
 	var checks []Check
 	add := func(c Check) { checks = append(checks, c) }
 
@@ -155,20 +156,11 @@ func infoChecks(info system.Info) []Check {
 
 	cg := Check{Name: "cgroups", Status: StatusOK, Required: true,
 		Detail: fmt.Sprintf("v%s, driver %s", orUnknown(info.CgroupVersion), orUnknown(info.CgroupDriver))}
-	var missing []string
-	if !info.MemoryLimit {
-		missing = append(missing, "memory")
-	}
-	if !info.PidsLimit {
-		missing = append(missing, "pids")
-	}
-	if !info.CPUCfsQuota {
-		missing = append(missing, "cpu quota")
-	}
-	if len(missing) > 0 {
+	if p := engine.LimitsProblem(kind, info); p != "" {
+		// The same judgement refuses each create (sandbox.checkLimits).
 		cg.Status = StatusFail
-		cg.Detail += "; no " + strings.Join(missing, ", ") + " limits"
-		cg.Fix = "enable the missing cgroup controllers (kernel cmdline cgroup_enable=memory, or cgroup v2)"
+		cg.Detail += "; " + p + ": sandboxes are refused"
+		cg.Fix = "run a rootful engine, or a rootless one on cgroup v2 with the memory, cpu and pids controllers delegated (kernel cmdline systemd.unified_cgroup_hierarchy=1)"
 	}
 	add(cg)
 
@@ -208,7 +200,12 @@ func infoChecks(info system.Info) []Check {
 	add(gvisorCheck(info))
 
 	initCheck := Check{Name: "init", Status: StatusOK, Required: true, Detail: strings.TrimSpace(orUnknown(info.InitBinary) + " " + info.InitCommit.ID)}
-	if info.InitBinary == "" {
+	switch {
+	case kind.Product == engine.ProductPodman:
+		// Podman runs its own init (catatonit, containers.conf's init_path) for --init and
+		// reports no InitBinary.
+		initCheck.Detail = "Podman's init (catatonit)"
+	case info.InitBinary == "":
 		initCheck.Status, initCheck.Fix = StatusFail, "install tini (docker-init); without --init a fork bomb leaves the sandbox unusable"
 	}
 	add(initCheck)

@@ -37,6 +37,28 @@ func statusOf(checks []Check, name string) Check {
 	return Check{}
 }
 
+// What the engine is changes what holds: a rootless engine on cgroup v1 applies no limits
+// (Podman's info says it does), and Podman's --init is its own, with no InitBinary.
+func TestInfoChecksByEngineKind(t *testing.T) {
+	for _, tt := range []struct {
+		name, check, want string
+		kind              engine.Kind
+		mutate            func(*system.Info)
+	}{
+		{"rootless Podman on cgroup v1", "cgroups", StatusFail, engine.Kind{Product: engine.ProductPodman, Rootless: true, CgroupVersion: "1"}, func(i *system.Info) { i.CgroupVersion = "1" }},
+		{"rootless Docker on cgroup v1", "cgroups", StatusFail, engine.Kind{Product: engine.ProductDocker, Rootless: true, CgroupVersion: "1"}, func(i *system.Info) { i.CgroupVersion = "1" }},
+		{"rootless Docker on cgroup v2", "cgroups", StatusOK, engine.Kind{Product: engine.ProductDocker, Rootless: true, CgroupVersion: "2"}, func(*system.Info) {}},
+		{"Podman, which reports no init binary", "init", StatusOK, engine.Kind{Product: engine.ProductPodman}, func(i *system.Info) { i.InitBinary = "" }},
+		{"Docker without one", "init", StatusFail, engine.Kind{Product: engine.ProductDocker}, func(i *system.Info) { i.InitBinary = "" }},
+	} {
+		info := healthyInfo()
+		tt.mutate(&info)
+		if c := statusOf(infoChecks(tt.kind, info), tt.check); c.Status != tt.want || (c.Status != StatusOK && c.Fix == "") {
+			t.Errorf("%s: %s is %q, want %q, with a fix when not ok (%+v)", tt.name, tt.check, c.Status, tt.want, c)
+		}
+	}
+}
+
 func TestInfoChecks(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -68,7 +90,7 @@ func TestInfoChecks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			info := healthyInfo()
 			tt.mutate(&info)
-			c := statusOf(infoChecks(info), tt.check)
+			c := statusOf(infoChecks(engine.Kind{Product: engine.ProductDocker, CgroupVersion: info.CgroupVersion}, info), tt.check)
 			if c.Status != tt.wantStatus {
 				t.Fatalf("%s: status %q, want %q (%+v)", tt.check, c.Status, tt.wantStatus, c)
 			}

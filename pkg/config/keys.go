@@ -196,6 +196,9 @@ var registry = []*keyDef{
 	{name: "dangerouslyAllowContainerNamespaceJoin", kind: kBool,
 		doc:   "break-glass (files only): allow network container:<name>, sharing another container's network",
 		field: func(c *Config) any { return &c.DangerouslyAllowContainerNamespaceJoin }},
+	{name: "dangerouslyAllowUnenforcedLimits", kind: kBool,
+		doc:   "break-glass (files only): create sandboxes on an engine that does not apply their memory, CPU and pids limits",
+		field: func(c *Config) any { return &c.DangerouslyAllowUnenforcedLimits }},
 }
 
 // sectionKey holds per-sandbox overrides in a file: sandboxes: {NAME: {...}}.

@@ -341,6 +341,7 @@ var looseningRules = map[string]func(j *judge){
 	"dangerouslyAllowExternalBindSources":    breakGlassRule("dangerouslyAllowExternalBindSources", "lets binds expose host paths outside the project"),
 	"dangerouslyAllowReservedTargets":        breakGlassRule("dangerouslyAllowReservedTargets", "lets binds cover /workspace and sbx's own paths"),
 	"dangerouslyAllowContainerNamespaceJoin": breakGlassRule("dangerouslyAllowContainerNamespaceJoin", "lets the sandbox share another container's network"),
+	"dangerouslyAllowUnenforcedLimits":       breakGlassRule("dangerouslyAllowUnenforcedLimits", "lets sandboxes run without memory, CPU and pids limits on an engine that does not apply them"),
 }
 
 func never(*judge) {}

@@ -180,6 +180,9 @@ func breakGlass(c *Config) []switchInfo {
 	if c.DangerouslyAllowContainerNamespaceJoin {
 		out = append(out, switchInfo{"dangerouslyAllowContainerNamespaceJoin", "network container:<name> shares another container's network"})
 	}
+	if c.DangerouslyAllowUnenforcedLimits {
+		out = append(out, switchInfo{"dangerouslyAllowUnenforcedLimits", "sandboxes may run without their limits on an engine that does not apply them"})
+	}
 	return out
 }
 

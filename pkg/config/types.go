@@ -55,6 +55,7 @@ type Config struct {
 	DangerouslyAllowExternalBindSources    bool `json:"dangerouslyAllowExternalBindSources"`
 	DangerouslyAllowReservedTargets        bool `json:"dangerouslyAllowReservedTargets"`
 	DangerouslyAllowContainerNamespaceJoin bool `json:"dangerouslyAllowContainerNamespaceJoin"`
+	DangerouslyAllowUnenforcedLimits       bool `json:"dangerouslyAllowUnenforcedLimits"`
 }
 
 // Tmpfs is one tmpfs mount; Options are mount options such as size=256m,nosuid,nodev,noexec.

@@ -416,6 +416,9 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 		return subnet, err
 	}
 	cfg, host, netCfg := ProxySpec(ProxyInput{Name: in.Name, Binary: bin, Dir: dir, Subnet: subnet, UID: uid, GID: gid, Labels: labels})
+	if err := m.engineSecurityOpts(ctx, host); err != nil {
+		return subnet, err
+	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, netCfg, nil, ProxyName(in.Name))
 	if err != nil {
 		return subnet, engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)

@@ -90,7 +90,7 @@ func TestCreateGVisorRunsTheAgent(t *testing.T) {
 				return nil
 			}
 			fake.InfoFn = func(context.Context) (system.Info, error) {
-				return system.Info{Runtimes: map[string]system.RuntimeWithStatus{config.GVisorRuntime: {Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: sandbox.GVisorRuntimeArgs}}}}, nil
+				return system.Info{MemoryLimit: true, CPUCfsQuota: true, PidsLimit: true, Runtimes: map[string]system.RuntimeWithStatus{config.GVisorRuntime: {Runtime: system.Runtime{Path: "/usr/bin/runsc", Args: sandbox.GVisorRuntimeArgs}}}}, nil
 			}
 			var execs atomic.Int32
 			fake.ContainerExecCreateFn = func(context.Context, string, container.ExecOptions) (container.ExecCreateResponse, error) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -71,6 +72,9 @@ type Manager struct {
 	// (pool.go), or found the pool empty; it must return at once (cmdutil: a detached sbx
 	// pool fill once the command has ended), so the command does not wait for a fill.
 	Refill func(name string)
+
+	factsMu     sync.Mutex
+	engineFacts *engineFacts // facts (enginekind.go)
 }
 
 // Sandbox is an existing sandbox as the engine reports it.
@@ -472,6 +476,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err := m.checkIsolation(ctx, in.Config); err != nil {
 		return nil, err
 	}
+	if err := m.checkLimits(ctx, in.Name, in.Config); err != nil {
+		return nil, err
+	}
 	in.Carried = m.carries(in.Config.Workspace)
 	// Before anything slow (an image build): a project that cannot be protected is refused.
 	plan, err := m.protection(in)
@@ -532,7 +539,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	spec, err := BuildSpec(in)
+	spec, err := m.buildSpec(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -571,7 +578,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		// confined engine): the sandbox goes without the agent.
 		_ = m.State.remove(in.AgentDir)
 		in.AgentDir = ""
-		if spec, err = BuildSpec(in); err != nil {
+		if spec, err = m.buildSpec(ctx, in); err != nil {
 			return nil, err
 		}
 		resp, err = m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
@@ -579,13 +586,25 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if engine.RefusedMount(err, in.ToolboxDir) {
 		// As for the agent: the sandbox goes without the toolbox, as sandboxes did before it.
 		in.ToolboxDir = ""
-		if spec, err = BuildSpec(in); err != nil {
+		if spec, err = m.buildSpec(ctx, in); err != nil {
 			return nil, err
 		}
 		resp, err = m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)
 	}
 	if cerrdefs.IsConflict(err) {
 		return nil, err
+	}
+	if err == nil {
+		if lerr := m.verifyLimits(ctx, in.Name, resp.ID, spec.Host, in.Config); lerr != nil {
+			_ = m.removeContainer(context.WithoutCancel(ctx), &Sandbox{Name: in.Name, ID: resp.ID}, false)
+			if in.CADir != "" {
+				_ = m.State.remove(in.CADir)
+			}
+			if len(in.Config.Egress) > 0 {
+				_ = m.removeEgress(context.WithoutCancel(ctx), in.Name, false)
+			}
+			return nil, lerr
+		}
 	}
 	var bundleErr error
 	if err == nil && in.CADir != "" {
@@ -611,6 +630,18 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	}
 	m.announce("created sandbox %q (%s)\n", in.Name, spec.Container.Image)
 	return &Sandbox{Name: in.Name, Key: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: spec.Container.Image, CreatedAt: in.CreatedAt}, nil
+}
+
+// buildSpec is BuildSpec for this Manager's engine (engineSecurityOpts).
+func (m *Manager) buildSpec(ctx context.Context, in SpecInput) (*Spec, error) {
+	spec, err := BuildSpec(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.engineSecurityOpts(ctx, spec.Host); err != nil {
+		return nil, err
+	}
+	return spec, nil
 }
 
 // protection plans the protected paths of in's sandbox, nil unless its workspace is rw, and
@@ -692,7 +723,7 @@ func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
 		return nil, &NotManagedError{Container: ContainerName(name)}
 	}
 	labelName := info.Config.Labels[LabelName]
-	sb := &Sandbox{Name: name, Key: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
+	sb := &Sandbox{Name: name, Key: name, ID: info.ID, Labels: info.Config.Labels, Image: engine.NormalizeImage(info.Config.Image)}
 	claimed := time.Time{}
 	switch {
 	case info.Config.Labels[LabelPool] == "" && labelName == name:
@@ -744,7 +775,7 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 		if config.ValidName(name) != nil || c.Labels[LabelManaged] != "true" || !slices.Contains(c.Names, "/"+ContainerName(name)) {
 			continue // not one of ours, though it may carry our images' labels
 		}
-		sb := &Sandbox{Name: name, Key: key, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
+		sb := &Sandbox{Name: name, Key: key, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: engine.NormalizeImage(c.Image)}
 		for _, p := range c.Ports {
 			if p.PublicPort != 0 {
 				sb.Ports = append(sb.Ports, fmt.Sprintf("%s:%d->%d/%s", p.IP, p.PublicPort, p.PrivatePort, p.Type))

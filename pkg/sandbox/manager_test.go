@@ -32,6 +32,7 @@ var clock = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func fakeManager(t *testing.T, fake *enginetest.FakeEngine) *sandbox.Manager {
 	fake.T = t
+	fake.Docker()
 	return &sandbox.Manager{Engine: fake, State: &sandbox.StateStore{Dir: t.TempDir(), Now: func() time.Time { return clock }}, Now: func() time.Time { return clock }}
 }
 

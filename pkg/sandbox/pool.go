@@ -21,6 +21,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -208,7 +209,7 @@ func (m *Manager) ListPool(ctx context.Context, key string) ([]*Sandbox, error) 
 		if !validPooled(c) || records[name] != c.Labels[LabelPool] || (key != "" && c.Labels[LabelPool] != key) {
 			continue
 		}
-		sb := &Sandbox{Name: name, Key: name, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: c.Image}
+		sb := &Sandbox{Name: name, Key: name, ID: c.ID, Status: string(c.State), Labels: c.Labels, Image: engine.NormalizeImage(c.Image)}
 		sb.CreatedAt, _ = time.Parse(time.RFC3339, c.Labels[LabelCreatedAt])
 		out = append(out, sb)
 	}
@@ -468,7 +469,7 @@ func (m *Manager) removePooled(ctx context.Context, name string) error {
 	case info.Config == nil || info.Config.Labels[LabelManaged] != "true" || info.Config.Labels[LabelName] != name || info.Config.Labels[LabelPool] == "":
 		return &NotManagedError{Container: ContainerName(name)}
 	}
-	sb := &Sandbox{Name: name, Key: name, ID: info.ID, Labels: info.Config.Labels, Image: info.Config.Image}
+	sb := &Sandbox{Name: name, Key: name, ID: info.ID, Labels: info.Config.Labels, Image: engine.NormalizeImage(info.Config.Image)}
 	return m.removeContainer(ctx, sb, true)
 }
 

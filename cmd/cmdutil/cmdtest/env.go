@@ -46,7 +46,7 @@ func NewEnv(t *testing.T, fake *enginetest.FakeEngine) *Env {
 	var eng engine.Engine
 	if fake != nil {
 		fake.T = t
-		eng = fake
+		eng = fake.Docker()
 	}
 	e.F = cmdutil.TestFactory(ios, e.Vars, e.Home, e.Project, time.Now(), eng)
 	if fake == nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
@@ -61,6 +63,27 @@ type FakeEngine struct {
 	NetworkListFn           func(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	NetworkRemoveFn         func(ctx context.Context, networkID string) error
 	NetworkConnectFn        func(ctx context.Context, networkID, containerID string, config *network.EndpointSettings) error
+
+	// created holds the host configuration of each container ContainerCreateFn made, which
+	// ContainerInspect reports as an engine would when its stub says none.
+	mu      sync.Mutex
+	created map[string]*container.HostConfig
+}
+
+// Docker has f answer ServerVersion and Info, unless stubbed, as a rootful Docker 20.10 on
+// cgroup v2 that applies every limit: what a sandbox's create asks first. It returns f.
+func (f *FakeEngine) Docker() *FakeEngine {
+	if f.ServerVersionFn == nil {
+		f.ServerVersionFn = func(context.Context) (types.Version, error) {
+			return types.Version{Version: "20.10.24", APIVersion: "1.41", Components: []types.ComponentVersion{{Name: "Engine", Version: "20.10.24"}}}, nil
+		}
+	}
+	if f.InfoFn == nil {
+		f.InfoFn = func(context.Context) (system.Info, error) {
+			return system.Info{CgroupVersion: "2", MemoryLimit: true, CPUCfsQuota: true, PidsLimit: true, SecurityOptions: []string{"name=seccomp,profile=builtin"}}, nil
+		}
+	}
+	return f
 }
 
 var _ engine.Engine = (*FakeEngine)(nil)
@@ -142,7 +165,16 @@ func (f *FakeEngine) ContainerCreate(ctx context.Context, config *container.Conf
 	if f.ContainerCreateFn == nil {
 		return container.CreateResponse{}, f.unstubbed("ContainerCreate")
 	}
-	return f.ContainerCreateFn(ctx, config, hostConfig, networkingConfig, platform, containerName)
+	resp, err := f.ContainerCreateFn(ctx, config, hostConfig, networkingConfig, platform, containerName)
+	if err == nil && hostConfig != nil {
+		f.mu.Lock()
+		if f.created == nil {
+			f.created = map[string]*container.HostConfig{}
+		}
+		f.created[resp.ID] = hostConfig
+		f.mu.Unlock()
+	}
+	return resp, err
 }
 
 func (f *FakeEngine) ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error {
@@ -153,10 +185,30 @@ func (f *FakeEngine) ContainerStart(ctx context.Context, containerID string, opt
 }
 
 func (f *FakeEngine) ContainerInspect(ctx context.Context, containerID string) (container.InspectResponse, error) {
+	f.mu.Lock()
+	host := f.created[containerID]
+	f.mu.Unlock()
+	made := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: containerID, HostConfig: host, State: &container.State{Status: "created"}}}
 	if f.ContainerInspectFn == nil {
+		if host != nil {
+			return made, nil
+		}
 		return container.InspectResponse{}, f.unstubbed("ContainerInspect")
 	}
-	return f.ContainerInspectFn(ctx, containerID)
+	resp, err := f.ContainerInspectFn(ctx, containerID)
+	if host != nil && cerrdefs.IsNotFound(err) {
+		// A stub that knows only the containers before the test's create.
+		return made, nil
+	}
+	if err == nil && host != nil {
+		if resp.ContainerJSONBase == nil {
+			resp.ContainerJSONBase = &container.ContainerJSONBase{ID: containerID}
+		}
+		if resp.HostConfig == nil {
+			resp.HostConfig = host
+		}
+	}
+	return resp, err
 }
 
 func (f *FakeEngine) ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error) {

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/system"
+)
+
+// Products sbx tells apart: what they change is where the engine reads a seccomp profile,
+// how image names read and how a user namespace maps the sandbox's user.
+const (
+	ProductDocker = "docker"
+	ProductPodman = "podman"
+)
+
+// Kind is what an engine is, as far as a sandbox's guarantees depend on it.
+type Kind struct {
+	Product  string `json:"product"`
+	Version  string `json:"version"`
+	Rootless bool   `json:"rootless"`
+	// CgroupVersion is "1" or "2" ("" when the engine does not say).
+	CgroupVersion string `json:"cgroupVersion"`
+}
+
+// String names the kind for people: "rootless Podman 4.3.1 (cgroup v1)".
+func (k Kind) String() string {
+	mode := "rootful"
+	if k.Rootless {
+		mode = "rootless"
+	}
+	name := "Docker"
+	if k.Product == ProductPodman {
+		name = "Podman"
+	}
+	s := mode + " " + name
+	if k.Version != "" {
+		s += " " + k.Version
+	}
+	if k.CgroupVersion != "" {
+		s += " (cgroup v" + k.CgroupVersion + ")"
+	}
+	return s
+}
+
+// KindOf reads the kind from the engine's version and info: Podman names its component
+// "Podman Engine"; both products list "name=rootless" among their security options when the
+// engine runs in a user namespace.
+func KindOf(v types.Version, info system.Info) Kind {
+	k := Kind{Product: ProductDocker, Version: v.Version, CgroupVersion: info.CgroupVersion}
+	if slices.ContainsFunc(v.Components, func(c types.ComponentVersion) bool {
+		return strings.HasPrefix(strings.ToLower(c.Name), "podman")
+	}) {
+		k.Product = ProductPodman
+	}
+	for _, opt := range info.SecurityOptions {
+		if slices.Contains(strings.Split(opt, ","), "name=rootless") {
+			k.Rootless = true
+		}
+	}
+	return k
+}
+
+// DetectKind asks e what it is.
+func DetectKind(ctx context.Context, e Engine) (Kind, error) {
+	v, err := e.ServerVersion(ctx)
+	if err != nil {
+		return Kind{}, fmt.Errorf("asking the engine for its version: %w", err)
+	}
+	info, err := e.Info(ctx)
+	if err != nil {
+		return Kind{}, fmt.Errorf("asking the engine about itself: %w", err)
+	}
+	return KindOf(v, info), nil
+}
+
+// LimitsProblem says why the engine cannot enforce memory, CPU and pids limits, "" when it
+// says it can. Its word is not taken as proof: sbx checks each sandbox's limits after create.
+func LimitsProblem(k Kind, info system.Info) string {
+	if k.Rootless && k.CgroupVersion == "1" {
+		// Neither product delegates cgroup v1 controllers to an unprivileged user: Podman drops
+		// the limits, rootless Docker records them and applies none (both measured here).
+		return k.String() + " cannot apply memory, CPU or pids limits: a rootless engine needs cgroup v2 for them"
+	}
+	var missing []string
+	if !info.MemoryLimit {
+		missing = append(missing, "memory")
+	}
+	if !info.CPUCfsQuota {
+		missing = append(missing, "CPU")
+	}
+	if !info.PidsLimit {
+		missing = append(missing, "pids")
+	}
+	if len(missing) > 0 {
+		return fmt.Sprintf("%s cannot apply %s limits (its cgroups lack the controllers)", k, strings.Join(missing, ", "))
+	}
+	return ""
+}
+
+// NormalizeImage is an image name as Docker writes it: Podman answers docker.io/library/NAME
+// and localhost/NAME for what Docker calls NAME.
+func NormalizeImage(name string) string {
+	for _, p := range []string{"docker.io/library/", "localhost/"} {
+		if rest, ok := strings.CutPrefix(name, p); ok && rest != "" {
+			return rest
+		}
+	}
+	return name
+}
