@@ -137,6 +137,11 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 		return &explain.Live{Error: err.Error()}, nil
 	}
 	live := &explain.Live{Reachable: true}
+	kind, problem, err := m.EngineKind(ctx)
+	if err != nil {
+		return &explain.Live{Error: err.Error()}, nil
+	}
+	live.Kind, live.LimitsProblem = kind.String(), problem
 	create := "sbx create"
 	if !r.IsDefaultName {
 		create += " -n " + r.Name

@@ -37,6 +37,7 @@ func TestLiveState(t *testing.T) {
 		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
 			Config: &container.Config{Labels: labels}}, nil
 	}}
+	fake.Docker()
 	ios, _, _, _ := iostreams.Test()
 	f := TestFactory(ios, map[string]string{"XDG_STATE_HOME": t.TempDir()}, t.TempDir(), project, time.Now(), fake)
 	live := func() *config.Resolved {
@@ -49,7 +50,7 @@ func TestLiveState(t *testing.T) {
 	}
 
 	r := live()
-	if l, err := LiveState(context.Background(), f, r); err != nil || !l.Reachable || l.Exists || l.ApplyCommand != "sbx create -n web" {
+	if l, err := LiveState(context.Background(), f, r); err != nil || !l.Reachable || l.Exists || l.ApplyCommand != "sbx create -n web" || l.Kind != "rootful Docker 20.10.24 (cgroup v2)" || l.LimitsProblem != "" {
 		t.Errorf("no sandbox: %+v %v", l, err)
 	}
 	in, err := Resolver(f).SpecInput(r)

@@ -19,9 +19,13 @@ import (
 type Live struct {
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"` // why the engine did not answer
-	Exists    bool   `json:"exists"`
-	Running   bool   `json:"running"`
-	Status    string `json:"status,omitempty"` // the engine's status text, e.g. "Up 3 minutes"
+	// Kind is what the engine is (engine.Kind), and LimitsProblem why it cannot apply a
+	// sandbox's limits ("" when it can): new sandboxes are then refused.
+	Kind          string `json:"kind,omitempty"`
+	LimitsProblem string `json:"limitsProblem,omitempty"`
+	Exists        bool   `json:"exists"`
+	Running       bool   `json:"running"`
+	Status        string `json:"status,omitempty"` // the engine's status text, e.g. "Up 3 minutes"
 	// HashMatches is true when the container's stored config hash equals the resolved one.
 	HashMatches   bool     `json:"hashMatches"`
 	DifferingKeys []string `json:"differingKeys,omitempty"`

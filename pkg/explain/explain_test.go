@@ -132,7 +132,7 @@ tools:
 		trusted: true,
 	},
 	"untrusted": {project: "network: bridge\nmemory: 4g\npassEnv: [GITHUB_TOKEN]\nprofile: browser\n",
-		opts: Options{Live: &Live{Reachable: true, Commands: "agent"}}},
+		opts: Options{Live: &Live{Reachable: true, Kind: "rootless Podman 4.3.1 (cgroup v1)", LimitsProblem: "rootless Podman 4.3.1 (cgroup v1) cannot apply memory, CPU or pids limits: a rootless engine needs cgroup v2 for them", Commands: "agent"}}},
 	"unreachable": {opts: Options{Live: &Live{Error: "cannot reach the Docker engine at unix:///var/run/docker.sock"}}},
 	"pooled": {project: "workspace: none\npool: 2\n", trusted: true,
 		opts: Options{Live: &Live{Reachable: true, Commands: "agent", Pool: &Pool{Size: 2, Ready: 1, Key: "0123456789abcdef"}}}},

@@ -413,6 +413,14 @@ func (p *printer) engine(rep Report) {
 	case !e.Reachable:
 		p.line("  not reachable: " + e.Error)
 		return
+	}
+	if e.Kind != "" {
+		p.line("  engine: " + e.Kind)
+	}
+	if e.LimitsProblem != "" {
+		p.line("  limits: " + e.LimitsProblem + ": new sandboxes are refused unless your own config sets dangerouslyAllowUnenforcedLimits")
+	}
+	switch {
 	case !e.Exists:
 		p.line(fmt.Sprintf("  container %s does not exist yet", rep.Sandbox.Container))
 		p.carriage(e.Carriage)

@@ -42,6 +42,16 @@ func (m *Manager) facts(ctx context.Context) (*engineFacts, error) {
 	return m.engineFacts, nil
 }
 
+// EngineKind is what the engine is, and why it cannot apply sandboxes' limits ("" when it
+// says it can).
+func (m *Manager) EngineKind(ctx context.Context) (engine.Kind, string, error) {
+	f, err := m.facts(ctx)
+	if err != nil {
+		return engine.Kind{}, "", err
+	}
+	return f.kind, engine.LimitsProblem(f.kind, f.info), nil
+}
+
 // unenforcedLimitsHint is how a user who accepts unlimited sandboxes says so: in their own
 // config, as an untrusted project file cannot.
 const unenforcedLimitsHint = "run a rootful engine, or a rootless one on cgroup v2 (systemd.unified_cgroup_hierarchy=1); " +
