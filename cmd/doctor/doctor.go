@@ -117,7 +117,7 @@ func engineChecks(ctx context.Context, opts *DoctorOptions) []Check {
 			Detail: fmt.Sprintf("%s answers ping but not version/info: %v", ep.Host, firstErr(verr, ierr)),
 			Fix:    "check the engine's log; the API may be restricted by a proxy"}}
 	}
-	kind := engine.KindOf(v, info)
+	kind := engine.Refine(ctx, eng, engine.KindOf(v, info))
 	checks := []Check{{Name: "engine", Status: StatusOK, Required: true,
 		Detail: fmt.Sprintf("%s (from %s), %s, API %s (client uses %s)", ep.Host, ep.Source, kind, v.APIVersion, eng.ClientVersion())}}
 	checks = append(checks, agentCheck(ep.Host, sandbox.AgentsSupported(ep.Host)))

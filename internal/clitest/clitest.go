@@ -99,12 +99,20 @@ func New(t *testing.T, label string, eng engine.Engine, dockerHost string) *CLI 
 // files the test writes with Write are given to it. Only root can run such a test.
 func NewAs(t *testing.T, label string, eng engine.Engine, uid int) *CLI {
 	t.Helper()
-	testenv.RequireRoot(t, fmt.Sprintf("running sbx as uid %d", uid))
 	grp, err := user.LookupGroup("docker")
 	if err != nil {
 		t.Fatalf("the docker group (its members may use the engine's socket): %v", err)
 	}
 	gid, _ := strconv.Atoi(grp.Gid)
+	return NewAsOn(t, label, eng, "", &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{uint32(gid)}})
+}
+
+// NewAsOn is New for the user cred names, against eng reached through dockerHost ("" keeps
+// the caller's DOCKER_HOST): the docker group's member of NewAs, or the owner of a rootless
+// engine. Only root can run such a test.
+func NewAsOn(t *testing.T, label string, eng engine.Engine, dockerHost string, cred *syscall.Credential) *CLI {
+	t.Helper()
+	testenv.RequireRoot(t, fmt.Sprintf("running sbx as uid %d", cred.Uid))
 	// t.TempDir's parents are private to root, so this user's directories live elsewhere.
 	base, err := os.MkdirTemp("", "sbx-user-")
 	if err != nil {
@@ -115,8 +123,7 @@ func NewAs(t *testing.T, label string, eng engine.Engine, uid int) *CLI {
 	if err := copyFile(Binary(t), bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := &CLI{T: t, Eng: eng, Bin: bin, Home: filepath.Join(base, "home"), Project: filepath.Join(base, "project"), label: label,
-		Cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{uint32(gid)}}}
+	c := &CLI{T: t, Eng: eng, Bin: bin, Home: filepath.Join(base, "home"), Project: filepath.Join(base, "project"), label: label, Cred: cred}
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -124,11 +131,11 @@ func NewAs(t *testing.T, label string, eng engine.Engine, uid int) *CLI {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Chown(d, uid, uid); err != nil {
+		if err := os.Chown(d, int(cred.Uid), int(cred.Gid)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return c.setup("")
+	return c.setup(dockerHost)
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

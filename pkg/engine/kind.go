@@ -2,12 +2,17 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
 )
 
 // Products sbx tells apart: what they change is where the engine reads a seccomp profile,
@@ -74,7 +79,58 @@ func DetectKind(ctx context.Context, e Engine) (Kind, error) {
 	if err != nil {
 		return Kind{}, fmt.Errorf("asking the engine about itself: %w", err)
 	}
-	return KindOf(v, info), nil
+	return Refine(ctx, e, KindOf(v, info)), nil
+}
+
+// rawEngine is an engine whose HTTP connection sbx can use for an endpoint the Docker
+// client lacks (the real client; a fake has none).
+type rawEngine interface {
+	HTTPClient() *http.Client
+	DaemonHost() string
+}
+
+// Refine completes k with what only Podman's own API says: Podman 4's Docker-compatible
+// info lists no "name=rootless" when it runs rootless (measured on 4.3.1), its libpod info
+// does. k is kept as it is when that cannot be asked.
+func Refine(ctx context.Context, e Engine, k Kind) Kind {
+	raw, ok := e.(rawEngine)
+	if k.Product != ProductPodman || k.Rootless || !ok {
+		return k
+	}
+	u, err := client.ParseHostURL(raw.DaemonHost())
+	if err != nil {
+		return k
+	}
+	base := "http://" + u.Host
+	switch u.Scheme {
+	case "unix", "npipe", "ssh":
+		// The client dials its socket or tunnel whatever the URL names.
+		base = "http://podman"
+	case "https":
+		base = "https://" + u.Host
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v4.0.0/libpod/info", nil)
+	if err != nil {
+		return k
+	}
+	resp, err := raw.HTTPClient().Do(req)
+	if err != nil {
+		return k
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Host struct {
+			Security struct {
+				Rootless bool `json:"rootless"`
+			} `json:"security"`
+		} `json:"host"`
+	}
+	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info) == nil {
+		k.Rootless = info.Host.Security.Rootless
+	}
+	return k
 }
 
 // LimitsProblem says why the engine cannot enforce memory, CPU and pids limits, "" when it

@@ -419,6 +419,9 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 	if err := m.engineSecurityOpts(ctx, host); err != nil {
 		return subnet, err
 	}
+	if err := m.engineHostDirs(ctx, host); err != nil {
+		return subnet, err
+	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, netCfg, nil, ProxyName(in.Name))
 	if err != nil {
 		return subnet, engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/system"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
@@ -38,7 +39,7 @@ func (m *Manager) facts(ctx context.Context) (*engineFacts, error) {
 	if err != nil {
 		return nil, engineErr("asking the engine about itself", err)
 	}
-	m.engineFacts = &engineFacts{kind: engine.KindOf(v, info), info: info}
+	m.engineFacts = &engineFacts{kind: engine.Refine(ctx, m.Engine, engine.KindOf(v, info)), info: info}
 	return m.engineFacts, nil
 }
 
@@ -185,4 +186,65 @@ func (s *StateStore) seccompFile(profile []byte) (string, error) {
 		return "", fmt.Errorf("writing the seccomp profile for the engine: %w", err)
 	}
 	return path, nil
+}
+
+// engineHostDirs rewrites host's host-directory volumes (hostDirMount) for Podman, which
+// drops the options of a volume declared in a mount and would give the container an empty
+// volume of its own instead of the directory: a bind with the same mount options, which
+// Podman takes in a bind's options (Docker does not).
+func (m *Manager) engineHostDirs(ctx context.Context, host *container.HostConfig) error {
+	f, err := m.facts(ctx)
+	if err != nil || f.kind.Product != engine.ProductPodman {
+		return err
+	}
+	kept := host.Mounts[:0]
+	for _, mt := range host.Mounts {
+		opts := map[string]string{}
+		if mt.VolumeOptions != nil && mt.VolumeOptions.DriverConfig != nil {
+			opts = mt.VolumeOptions.DriverConfig.Options
+		}
+		if mt.Type != mount.TypeVolume || mt.Source != "" || opts["type"] != "none" || opts["device"] == "" {
+			kept = append(kept, mt)
+			continue
+		}
+		var flags []string
+		for _, o := range strings.Split(opts["o"], ",") {
+			if o != "bind" && o != "rbind" {
+				flags = append(flags, o)
+			}
+		}
+		host.Binds = append(host.Binds, opts["device"]+":"+mt.Target+":"+strings.Join(append([]string{"rw"}, flags...), ","))
+	}
+	host.Mounts = kept
+	return nil
+}
+
+// checkEngineSupport refuses, before anything is made, what sbx cannot yet make hold on
+// the engine, rather than a sandbox that silently lacks it: a rootless engine maps the
+// sandbox user to a uid of its user namespace, not to the user who owns the project, so a
+// rw or overlay workspace could not write as that user; Podman's networks do not carry a
+// sandbox's connections to its egress proxy (measured on Podman 4.3 with CNI: the proxy
+// listens, the sandbox's connect times out), and under a rootless engine the proxy, which
+// runs as the user's uid, is another uid than the owner of its directory.
+func (m *Manager) checkEngineSupport(ctx context.Context, name string, cfg config.Config) error {
+	f, err := m.facts(ctx)
+	if err != nil {
+		return err
+	}
+	if f.kind.Rootless && (cfg.Workspace == config.WorkspaceRW || cfg.Workspace == config.WorkspaceOverlay) {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: workspace %s on %s: sbx does not yet map the sandbox's user to you through the engine's user namespace, so its writes would not land as you", name, cfg.Workspace, f.kind),
+			"use workspace: ro (copy results out with sbx cp), or a rootful engine for rw and overlay")
+	}
+	if len(cfg.Egress) == 0 {
+		return nil
+	}
+	switch {
+	case f.kind.Product == engine.ProductPodman:
+		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: sbx's egress proxy is not yet reachable from sandboxes on Podman's networks", name, f.kind),
+			"use network: none, or rootful Docker for an egress allowlist")
+	case f.kind.Rootless:
+		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: sbx's egress proxy cannot yet write its log through the engine's user namespace", name, f.kind),
+			"use network: none, or rootful Docker for an egress allowlist")
+	}
+	return nil
 }

@@ -119,3 +119,50 @@ func TestPodmanGetsTheSeccompProfileAsAFile(t *testing.T) {
 		}
 	}
 }
+
+// What sbx cannot yet make hold on an engine is refused before anything is made: rw and
+// overlay on a rootless engine, egress on Podman or a rootless engine.
+func TestCreateRefusedWhatTheEngineCannotHold(t *testing.T) {
+	podman := types.Version{Version: "4.3.1", Components: []types.ComponentVersion{{Name: "Podman Engine", Version: "4.3.1"}}}
+	rootful := system.Info{CgroupVersion: "2", MemoryLimit: true, CPUCfsQuota: true, PidsLimit: true}
+	rootless := rootful
+	rootless.SecurityOptions = []string{"name=rootless"}
+	for _, tc := range []struct {
+		name      string
+		v         types.Version
+		info      system.Info
+		workspace string
+		egress    []string
+		want      string
+	}{
+		{"rw on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "rw", nil, "workspace rw on rootless Docker 20.10.24 (cgroup v2): sbx does not yet map"},
+		{"overlay on rootless Podman", podman, rootless, "overlay", nil, "workspace overlay on rootless Podman 4.3.1 (cgroup v2)"},
+		{"egress on rootful Podman", podman, rootful, "ro", []string{"deb.debian.org"}, "egress on rootful Podman 4.3.1 (cgroup v2): sbx's egress proxy is not yet reachable"},
+		{"egress on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "ro", []string{"deb.debian.org"}, "cannot yet write its log through the engine's user namespace"},
+		{"ro on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "ro", nil, ""},
+		{"rw on rootful Podman", podman, rootful, "rw", nil, ""},
+	} {
+		fake := creatingEngine("c1")
+		created := false
+		fake.ContainerCreateFn = func(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+			created = true
+			return container.CreateResponse{ID: "c1"}, nil
+		}
+		fake.ServerVersionFn = func(context.Context) (types.Version, error) { return tc.v, nil }
+		fake.InfoFn = func(context.Context) (system.Info, error) { return tc.info, nil }
+		m := fakeManager(t, fake)
+		m.HostPaths = true
+		in := specInput()
+		in.Config.Workspace, in.Config.Egress, in.ProjectRoot = tc.workspace, tc.egress, t.TempDir()
+		_, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
+		if tc.want == "" {
+			if !created {
+				t.Errorf("%s: not created: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || errs.ExitCode(err) != 125 || !strings.Contains(err.Error(), tc.want) || errs.Hint(err) == "" || created {
+			t.Errorf("%s: want a refusal (125) with a hint saying %q: %v", tc.name, tc.want, err)
+		}
+	}
+}

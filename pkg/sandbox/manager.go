@@ -479,6 +479,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if err := m.checkLimits(ctx, in.Name, in.Config); err != nil {
 		return nil, err
 	}
+	if err := m.checkEngineSupport(ctx, in.Name, in.Config); err != nil {
+		return nil, err
+	}
 	in.Carried = m.carries(in.Config.Workspace)
 	// Before anything slow (an image build): a project that cannot be protected is refused.
 	plan, err := m.protection(in)
@@ -570,6 +573,9 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		// Creating a named volume that exists returns it, so racing callers agree.
 		if _, err := m.Engine.VolumeCreate(ctx, *vol); err != nil {
 			return nil, engineErr(fmt.Sprintf("creating workspace volume %s", vol.Name), err)
+		}
+		if err := m.claimOverlayVolume(ctx, in, vol.Name); err != nil {
+			return nil, err
 		}
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, spec.Container, spec.Host, spec.Network, nil, spec.ContainerName)

@@ -17,6 +17,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
 )
@@ -112,46 +113,71 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 
 // clearWorkDir empties overlayfs's own work/work of sandbox name's layers, which the kernel
 // makes as root with mode 0 and keeps a whiteout in: a user who is not root cannot remove
-// it, so a short-lived helper container does (sbx's own binary on sbx's own image, never the
-// sandbox's), as root with no capability but CAP_DAC_OVERRIDE, no network, and only the
-// layers' directory mounted, nosuid and nodev.
+// it, so a short-lived helper container does, as root with no capability but
+// CAP_DAC_OVERRIDE, and only the layers' directory mounted, nosuid and nodev.
 func (m *Manager) clearWorkDir(ctx context.Context, name string) error {
+	what := fmt.Sprintf("removing the overlay layers of %q", name)
+	cfg := &container.Config{User: "0:0", Cmd: []string{"helper", "clear-workdir", "/layers"}}
+	return m.runHelper(ctx, what, name, "-rm-overlay", cfg, []string{"DAC_OVERRIDE"}, hostDirMount(m.State.overlayDir(name), "/layers"))
+}
+
+// claimOverlayVolume gives Podman's first mount of sandbox in's overlay volume to a helper
+// running as the sandbox user, where the volume covers no directory of the image. Podman
+// gives a named volume's root, at its first mount, to the owner of the image's directory
+// under it (uid 1000 for /workspace in sbx's images), and an overlay's root is its upper
+// layer's, which must stay the sandbox user's: a chown afterwards is not seen by a mount
+// already made.
+func (m *Manager) claimOverlayVolume(ctx context.Context, in SpecInput, volume string) error {
+	f, err := m.facts(ctx)
+	if err != nil || f.kind.Product != engine.ProductPodman || in.Config.Workspace != config.WorkspaceOverlay {
+		return err
+	}
+	what := fmt.Sprintf("preparing the overlay volume of %q for %s", in.Name, f.kind)
+	cfg := &container.Config{User: in.Config.User, Cmd: []string{"--version"}}
+	return m.runHelper(ctx, what, in.Name, "-claim-overlay", cfg, nil, mount.Mount{Type: mount.TypeVolume, Source: volume, Target: "/claim"})
+}
+
+// runHelper runs sbx's own binary in a short-lived helper container for sandbox name's
+// housekeeping (sbx's own image, never the sandbox's), with cfg's user and command, no
+// capability but caps, no network, a read-only root and mounts, and waits for it to exit 0.
+func (m *Manager) runHelper(ctx context.Context, what, name, suffix string, cfg *container.Config, caps []string, mounts ...mount.Mount) error {
 	bin, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("removing the overlay layers of %q: finding sbx's own binary: %w", name, err)
+		return fmt.Errorf("%s: finding sbx's own binary: %w", what, err)
 	}
 	if err := m.ensureHelperImage(ctx); err != nil {
 		return err
 	}
-	cfg := helperSpec(&container.Config{User: "0:0", Cmd: []string{"helper", "clear-workdir", "/layers"},
-		Labels: map[string]string{LabelManaged: "true", LabelRole: roleHelper, LabelName: name}})
+	cfg.Labels = map[string]string{LabelManaged: "true", LabelRole: roleHelper, LabelName: name}
 	host := &container.HostConfig{
-		Mounts: []mount.Mount{
+		Mounts: append([]mount.Mount{
 			{Type: mount.TypeBind, Source: bin, Target: helperBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
-			hostDirMount(m.State.overlayDir(name), "/layers"),
-		},
-		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: []string{"DAC_OVERRIDE"},
+		}, mounts...),
+		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: caps,
 		SecurityOpt: []string{"no-new-privileges:true"}, ReadonlyRootfs: true,
 	}
-	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, nil, nil, ContainerName(name)+"-rm-overlay")
+	if err := m.engineHostDirs(ctx, host); err != nil {
+		return err
+	}
+	resp, err := m.Engine.ContainerCreate(ctx, helperSpec(cfg), host, nil, nil, ContainerName(name)+suffix)
 	if err != nil {
-		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+		return engineErr(what, err)
 	}
 	defer func() {
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}()
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+		return engineErr(what, err)
 	}
 	// Until it has exited, checked every 50 ms for at most 30 s.
 	for range 600 {
 		info, err := m.Engine.ContainerInspect(ctx, resp.ID)
 		if err != nil {
-			return engineErr(fmt.Sprintf("removing the overlay layers of %q", name), err)
+			return engineErr(what, err)
 		}
 		if info.State != nil && !info.State.Running && info.State.Status != "created" {
 			if info.State.ExitCode != 0 {
-				return fmt.Errorf("removing the overlay layers of %q: the helper exited %d", name, info.State.ExitCode)
+				return fmt.Errorf("%s: the helper exited %d", what, info.State.ExitCode)
 			}
 			return nil
 		}
@@ -159,7 +185,7 @@ func (m *Manager) clearWorkDir(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return fmt.Errorf("removing the overlay layers of %q: the helper did not finish in 30s", name)
+	return fmt.Errorf("%s: the helper did not finish in 30s", what)
 }
 
 // ChangeLayers runs change, which alters the upper layer of sandbox name's overlay from the

@@ -146,31 +146,10 @@ func probesFromInside(t *testing.T, iso string, claimed bool) {
 		cases = underGVisor(t, cases)
 	}
 
-	probe := func(name string) map[string]map[string]probeResult {
-		results := map[string]map[string]probeResult{}
-		for _, user := range []string{sandboxUser, rootNoCaps} {
-			var ops []string
-			for _, c := range cases {
-				if c.user == user && !slices.Contains(ops, c.op) {
-					ops = append(ops, c.op)
-				}
-			}
-			args := []string{"exec", "-n", name}
-			if user != "" {
-				args = append(args, "-u", user)
-			}
-			r := s.Run(append(append(args, "--", "/workspace/probe"), ops...)...)
-			if r.Code != 0 {
-				t.Fatalf("probe as %q in %s: %s", user, name, r)
-			}
-			results[user] = parseProbe(t, r.Stdout)
-		}
-		return results
-	}
-	results := probe(name)
+	results := probeAs(t, s, name, cases)
 	var created map[string]map[string]probeResult
 	if claimed {
-		created = probe(fresh)
+		created = probeAs(t, s, fresh, cases)
 	}
 
 	hostAnswers := map[string]probeResult{}
@@ -207,6 +186,31 @@ func probesFromInside(t *testing.T, iso string, claimed bool) {
 			}
 		})
 	}
+}
+
+// probeAs runs /workspace/probe in sandbox name with the operations of cases, as the sandbox
+// user and as root without capabilities, and returns the answers by user and operation.
+func probeAs(t *testing.T, s *clitest.CLI, name string, cases []expect) map[string]map[string]probeResult {
+	t.Helper()
+	results := map[string]map[string]probeResult{}
+	for _, user := range []string{sandboxUser, rootNoCaps} {
+		var ops []string
+		for _, c := range cases {
+			if c.user == user && !slices.Contains(ops, c.op) {
+				ops = append(ops, c.op)
+			}
+		}
+		args := []string{"exec", "-n", name}
+		if user != "" {
+			args = append(args, "-u", user)
+		}
+		r := s.Run(append(append(args, "--", "/workspace/probe"), ops...)...)
+		if r.Code != 0 {
+			t.Fatalf("probe as %q in %s: %s", user, name, r)
+		}
+		results[user] = parseProbe(t, r.Stdout)
+	}
+	return results
 }
 
 // workspaceMode are the probes whose answer follows from the workspace mode (ro, for the
