@@ -13,8 +13,8 @@ TEST_TIMEOUT ?= 75m
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/sbx .
 
-## test: the whole suite: engine setup, gofmt, vet, staticcheck, shellcheck, go test -race with the engine and python3 required, and a bounded fuzz run
-test: test-env fmt-check vet staticcheck shellcheck go-test fuzz-extract
+## test: the whole suite: engine setup (the system engine and the engine matrix), gofmt, vet, staticcheck, shellcheck, go test -race with the engine and python3 required, and a bounded fuzz run
+test: test-env test-engines fmt-check vet staticcheck shellcheck go-test fuzz-extract
 
 ## test-env: install and start a Docker engine and the base image when missing (idempotent)
 test-env:
@@ -39,7 +39,7 @@ shellcheck:
 	shellcheck --norc -s bash pkg/sandbox/scripts/*.sh pkg/mcpserver/scripts/*.sh images/*.sh scripts/*.sh cmd/testdata/*.sh
 
 go-test:
-	SBX_REQUIRE_DOCKER=1 SBX_REQUIRE_PYTHON3=1 SBX_REQUIRE_ROOT=1 bash scripts/go-test.sh -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SBX_REQUIRE_DOCKER=1 SBX_REQUIRE_ENGINES=1 SBX_REQUIRE_PYTHON3=1 SBX_REQUIRE_ROOT=1 bash scripts/go-test.sh -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## fuzz-extract: the copy-out extractor's fuzz target for 30 s, on tmpfs (see FuzzExtract)
 fuzz-extract:
