@@ -3,6 +3,8 @@ package cmdutil
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -59,10 +61,12 @@ func manager(f *Factory, eng engine.Engine, ep engine.Endpoint) *sandbox.Manager
 		AgentBinary: executable(),
 		// The same test: a socket on this machine is an engine that sees its files.
 		HostPaths: sandbox.AgentsSupported(eng.DaemonHost()),
-		Carry:     engine.Remote(ep.Host),
-		Warn:      f.IOStreams.ErrOut,
-		HomeDir:   home,
-		Resolver:  Resolver(f),
+		// And one whose host is this machine, whose networks egress networks avoid.
+		HostNetworks: hostNetworks(sandbox.AgentsSupported(eng.DaemonHost())),
+		Carry:        engine.Remote(ep.Host),
+		Warn:         f.IOStreams.ErrOut,
+		HomeDir:      home,
+		Resolver:     Resolver(f),
 	}
 	progress := &BuildProgress{Out: f.IOStreams.ErrOut, TTY: f.IOStreams.IsStderrTTY(), Quiet: f.IOStreams.Quiet(), Now: f.Now}
 	if !f.IOStreams.Quiet() {
@@ -214,4 +218,27 @@ func executable() string {
 		return real
 	}
 	return exe
+}
+
+// hostNetworks lists the IPv4 networks this machine has an address in, when local (the
+// engine runs on this machine); nil otherwise. An error reading them gives none: the engine
+// still refuses a subnet overlapping its own networks.
+func hostNetworks(local bool) func() []netip.Prefix {
+	if !local {
+		return nil
+	}
+	return func() []netip.Prefix {
+		addrs, _ := net.InterfaceAddrs()
+		var out []netip.Prefix
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			if p, err := netip.ParsePrefix(n.String()); err == nil && p.Addr().Is4() {
+				out = append(out, p.Masked())
+			}
+		}
+		return out
+	}
 }

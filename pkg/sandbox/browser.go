@@ -253,7 +253,10 @@ func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []strin
 				if err == nil {
 					return hostPorts, v, nil
 				}
-				last = err
+				// A try the deadline cut says less than the one before it.
+				if last == nil || wctx.Err() == nil {
+					last = err
+				}
 			}
 		}
 		select {

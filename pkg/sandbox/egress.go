@@ -35,7 +35,7 @@ import (
 // EgressRange is where sbx takes each egress network's subnet from: a /28 a sandbox (.1 is
 // the engine's gateway address, unused with inhibit_ipv4; .2 the proxy, .3 the sandbox),
 // 4096 of them, away from the engine's default pools (172.17.0.0/12 and 192.168.0.0/16).
-// Subnets any network of the engine uses are skipped.
+// Subnets any network of the engine or of its host uses are skipped (usedSubnets).
 var EgressRange = netip.MustParsePrefix("10.213.0.0/16")
 
 const (
@@ -125,13 +125,19 @@ func pickSubnet(used []netip.Prefix) (netip.Prefix, error) {
 		"remove sandboxes with egress you no longer need (sbx rm, sbx prune), or networks of the engine's that use that range")
 }
 
-// usedSubnets lists the subnets of every network of the engine.
+// usedSubnets lists the subnets of every network of the engine, and those the engine's host
+// has an address in (another engine's bridge, a VPN, the LAN), which the engine does not
+// check for a subnet it is given: a sandbox's proxy there would be unreachable or route its
+// traffic to the wrong network.
 func (m *Manager) usedSubnets(ctx context.Context) ([]netip.Prefix, error) {
 	list, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
 		return nil, engineErr("listing networks", err)
 	}
 	var used []netip.Prefix
+	if m.HostNetworks != nil {
+		used = append(used, m.HostNetworks()...)
+	}
 	for _, n := range list {
 		for _, c := range n.IPAM.Config {
 			if p, err := netip.ParsePrefix(c.Subnet); err == nil {

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
+	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -145,5 +148,30 @@ func TestHelperLayerIsStable(t *testing.T) {
 	a, b := helperLayer(), helperLayer()
 	if !bytes.Equal(a, b) || len(a) == 0 {
 		t.Fatalf("helperLayer differs between calls (%d, %d bytes)", len(a), len(b))
+	}
+}
+
+// An egress network avoids the subnets of the engine's networks and of its host's (another
+// engine's bridge there, which the engine would not refuse).
+func TestEgressNetworkAvoidsHostNetworks(t *testing.T) {
+	var created string
+	fake := &enginetest.FakeEngine{
+		NetworkInspectFn: func(context.Context, string, network.InspectOptions) (network.Inspect, error) {
+			return network.Inspect{}, cerrdefs.ErrNotFound
+		},
+		NetworkListFn: func(context.Context, network.ListOptions) ([]network.Summary, error) {
+			return []network.Summary{{Name: "bridge", IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "10.213.0.0/28"}}}}}, nil
+		},
+		NetworkCreateFn: func(_ context.Context, _ string, o network.CreateOptions) (network.CreateResponse, error) {
+			created = o.IPAM.Config[0].Subnet
+			return network.CreateResponse{}, nil
+		},
+	}
+	m := &Manager{Engine: fake, HostNetworks: func() []netip.Prefix {
+		return []netip.Prefix{netip.MustParsePrefix("10.213.0.16/28"), netip.MustParsePrefix("192.168.1.0/24")}
+	}}
+	got, err := m.ensureEgressNetwork(context.Background(), "web", nil)
+	if err != nil || got != netip.MustParsePrefix("10.213.0.32/28") || created != "10.213.0.32/28" {
+		t.Errorf("ensureEgressNetwork = %v, %v (created %q); want 10.213.0.32/28, past the engine's and the host's", got, err, created)
 	}
 }

@@ -220,20 +220,20 @@ func (m *Manager) engineHostDirs(ctx context.Context, host *container.HostConfig
 }
 
 // checkEngineSupport refuses, before anything is made, what sbx cannot yet make hold on
-// the engine, rather than a sandbox that silently lacks it: a rootless engine maps the
-// sandbox user to a uid of its user namespace, not to the user who owns the project, so a
-// rw or overlay workspace could not write as that user; Podman's networks do not carry a
-// sandbox's connections to its egress proxy (measured on Podman 4.3 with CNI: the proxy
-// listens, the sandbox's connect times out), and under a rootless engine the proxy, which
-// runs as the user's uid, is another uid than the owner of its directory.
+// the engine, rather than a sandbox that silently lacks it: a rw or overlay workspace on a
+// rootless engine whose sandbox user is not the engine's (so not mapped to a uid that owns
+// the project: engineUser); Podman's networks do not carry a sandbox's connections to its
+// egress proxy (measured on Podman 4.3 with CNI: the proxy listens, the sandbox's connect
+// times out), and under a rootless engine the proxy, which runs as the user's uid, is another
+// uid than the owner of its directory.
 func (m *Manager) checkEngineSupport(ctx context.Context, name string, cfg config.Config) error {
 	f, err := m.facts(ctx)
 	if err != nil {
 		return err
 	}
-	if f.kind.Rootless && (cfg.Workspace == config.WorkspaceRW || cfg.Workspace == config.WorkspaceOverlay) {
-		return errs.Failure(fmt.Errorf("creating sandbox %q: workspace %s on %s: sbx does not yet map the sandbox's user to you through the engine's user namespace, so its writes would not land as you", name, cfg.Workspace, f.kind),
-			"use workspace: ro (copy results out with sbx cp), or a rootful engine for rw and overlay")
+	if _, _, err := m.engineUser(ctx, cfg); err != nil {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: %w", name, err),
+			"leave user: unset (the project's owner, you) or set it to your uid:gid; or use workspace: ro and copy results out with sbx cp")
 	}
 	if len(cfg.Egress) == 0 {
 		return nil
@@ -245,6 +245,66 @@ func (m *Manager) checkEngineSupport(ctx context.Context, name string, cfg confi
 	case f.kind.Rootless:
 		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: sbx's egress proxy cannot yet write its log through the engine's user namespace", name, f.kind),
 			"use network: none, or rootful Docker for an egress allowlist")
+	}
+	return nil
+}
+
+// engineUser is the user a sandbox with cfg runs as in the container, and the user
+// namespace mode it needs, so that a rw or overlay workspace writes to the project as the
+// sandbox's user on the host. A rootful engine maps no uid. A rootless engine maps the
+// container's uids into its user's subordinate ones, so only the engine's user (the user
+// running sbx, whose socket it is) can be mapped to itself: Podman keeps that uid in the
+// container (keep-id); rootless Docker maps the container's root to it, so the sandbox runs
+// as uid 0 there, which without capabilities and with no new privileges is no stronger than
+// any other uid, and owns on the host only what the user owns. Other workspaces write nothing
+// of the host's, and keep the user as it is.
+func (m *Manager) engineUser(ctx context.Context, cfg config.Config) (string, container.UsernsMode, error) {
+	f, err := m.facts(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if !f.kind.Rootless || (cfg.Workspace != config.WorkspaceRW && cfg.Workspace != config.WorkspaceOverlay) {
+		return cfg.User, "", nil
+	}
+	uid, gid := processUser()
+	if cfg.User != fmt.Sprintf("%d:%d", uid, gid) {
+		return "", "", fmt.Errorf("workspace %s on %s: the sandbox's user %s is not the engine's user (%d:%d, you), the only one it maps to itself, so its writes would not land as %s",
+			cfg.Workspace, f.kind, cfg.User, uid, gid, cfg.User)
+	}
+	if f.kind.Product == engine.ProductPodman {
+		return cfg.User, "keep-id", nil
+	}
+	return "0:0", "", nil
+}
+
+// processUser is the uid and gid sbx runs as: a rootless engine's user.
+var processUser = func() (int, int) { return os.Getuid(), os.Getgid() }
+
+// engineUserSpec gives spec the user and user namespace engineUser chose for cfg, and the
+// tmpfs mounts the sandbox's user owned (the profiles' home) to the user it runs as.
+func (m *Manager) engineUserSpec(ctx context.Context, spec *Spec, cfg config.Config) error {
+	user, userns, err := m.engineUser(ctx, cfg)
+	if err != nil || user == cfg.User && userns == "" {
+		return err
+	}
+	spec.Host.UsernsMode = userns
+	if user == cfg.User {
+		return nil
+	}
+	spec.Container.User = user
+	fromUID, fromGID, _ := strings.Cut(cfg.User, ":")
+	toUID, toGID, _ := strings.Cut(user, ":")
+	for path, opts := range spec.Host.Tmpfs {
+		parts := strings.Split(opts, ",")
+		for i, o := range parts {
+			switch o {
+			case "uid=" + fromUID:
+				parts[i] = "uid=" + toUID
+			case "gid=" + fromGID:
+				parts[i] = "gid=" + toGID
+			}
+		}
+		spec.Host.Tmpfs[path] = strings.Join(parts, ",")
 	}
 	return nil
 }

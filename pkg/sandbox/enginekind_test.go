@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -135,8 +136,6 @@ func TestCreateRefusedWhatTheEngineCannotHold(t *testing.T) {
 		egress    []string
 		want      string
 	}{
-		{"rw on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "rw", nil, "workspace rw on rootless Docker 20.10.24 (cgroup v2): sbx does not yet map"},
-		{"overlay on rootless Podman", podman, rootless, "overlay", nil, "workspace overlay on rootless Podman 4.3.1 (cgroup v2)"},
 		{"egress on rootful Podman", podman, rootful, "ro", []string{"deb.debian.org"}, "egress on rootful Podman 4.3.1 (cgroup v2): sbx's egress proxy is not yet reachable"},
 		{"egress on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "ro", []string{"deb.debian.org"}, "cannot yet write its log through the engine's user namespace"},
 		{"ro on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "ro", nil, ""},
@@ -163,6 +162,60 @@ func TestCreateRefusedWhatTheEngineCannotHold(t *testing.T) {
 		}
 		if err == nil || errs.ExitCode(err) != 125 || !strings.Contains(err.Error(), tc.want) || errs.Hint(err) == "" || created {
 			t.Errorf("%s: want a refusal (125) with a hint saying %q: %v", tc.name, tc.want, err)
+		}
+	}
+}
+
+// On a rootless engine a rw or overlay sandbox runs as the engine's user mapped to itself:
+// Podman keeps the uid (keep-id), rootless Docker maps its root to the user, so the sandbox
+// runs as 0 and its home belongs to 0; another user is refused, naming why.
+func TestRootlessEnginesMapTheUserToItself(t *testing.T) {
+	sandbox.SetProcessUser(t, 1001, 1002)
+	podman := types.Version{Version: "4.3.1", Components: []types.ComponentVersion{{Name: "Podman Engine", Version: "4.3.1"}}}
+	docker := types.Version{Version: "20.10.24"}
+	rootless := system.Info{CgroupVersion: "2", MemoryLimit: true, CPUCfsQuota: true, PidsLimit: true, SecurityOptions: []string{"name=rootless"}}
+	for _, tc := range []struct {
+		name, workspace, user string
+		v                     types.Version
+		wantUser, wantUserns  string
+		wantHome, refusal     string
+	}{
+		{"rw on rootless Docker", "rw", "1001:1002", docker, "0:0", "", "size=1g,uid=0,gid=0,mode=0755", ""},
+		{"rw on rootless Podman", "rw", "1001:1002", podman, "1001:1002", "keep-id", "size=1g,uid=1001,gid=1002,mode=0755", ""},
+		{"ro on rootless Docker", "ro", "1000:1000", docker, "1000:1000", "", "size=1g,uid=1000,gid=1000,mode=0755", ""},
+		{"rw as another user on rootless Docker", "rw", "1234:1234", docker, "", "", "", "the sandbox's user 1234:1234 is not the engine's user (1001:1002, you)"},
+		{"overlay as another user on rootless Podman", "overlay", "1000:1000", podman, "", "", "", "workspace overlay on rootless Podman 4.3.1 (cgroup v2): the sandbox's user 1000:1000 is not"},
+	} {
+		fake := creatingEngine("c1")
+		var cfg *container.Config
+		var host *container.HostConfig
+		fake.ContainerCreateFn = func(_ context.Context, c *container.Config, h *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
+			if !strings.HasSuffix(name, "-claim-overlay") {
+				cfg, host = c, h
+			}
+			return container.CreateResponse{ID: "c1"}, nil
+		}
+		fake.ServerVersionFn = func(context.Context) (types.Version, error) { return tc.v, nil }
+		fake.InfoFn = func(context.Context) (system.Info, error) { return rootless, nil }
+		m := fakeManager(t, fake)
+		m.HostPaths = true
+		in := specInput()
+		in.Config.Workspace, in.Config.User, in.ProjectRoot = tc.workspace, tc.user, t.TempDir()
+		uid, gid, _ := strings.Cut(tc.user, ":")
+		in.Config.Tmpfs = append(in.Config.Tmpfs, config.Tmpfs{Path: "/home/sandbox", Options: []string{"size=1g", "uid=" + uid, "gid=" + gid, "mode=0755"}})
+		_, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
+		if tc.refusal != "" {
+			if err == nil || errs.ExitCode(err) != 125 || !strings.Contains(err.Error(), tc.refusal) || errs.Hint(err) == "" || cfg != nil {
+				t.Errorf("%s: want a refusal (125) with a hint saying %q: %v", tc.name, tc.refusal, err)
+			}
+			continue
+		}
+		if cfg == nil {
+			t.Errorf("%s: not created: %v", tc.name, err)
+			continue
+		}
+		if cfg.User != tc.wantUser || string(host.UsernsMode) != tc.wantUserns || host.Tmpfs["/home/sandbox"] != tc.wantHome {
+			t.Errorf("%s: user %q userns %q home %q; want %q %q %q", tc.name, cfg.User, host.UsernsMode, host.Tmpfs["/home/sandbox"], tc.wantUser, tc.wantUserns, tc.wantHome)
 		}
 	}
 }

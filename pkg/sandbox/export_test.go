@@ -38,3 +38,10 @@ func SetAgentWait(t interface{ Cleanup(func()) }, d time.Duration) {
 
 // HelperLayerID is the DiffID the engine reports for sbx's helper image once imported.
 func HelperLayerID() string { return helperLayerID(helperLayer()) }
+
+// SetProcessUser makes uid:gid the user sbx runs as, until the test ends.
+func SetProcessUser(t interface{ Cleanup(func()) }, uid, gid int) {
+	old := processUser
+	processUser = func() (int, int) { return uid, gid }
+	t.Cleanup(func() { processUser = old })
+}

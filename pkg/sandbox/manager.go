@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,10 @@ type Manager struct {
 	// HostPaths says the engine sees this machine's files (a local engine), which workspace
 	// overlay needs: its layers are directories here.
 	HostPaths bool
+	// HostNetworks lists the networks the engine's host has an address in, which egress
+	// networks must avoid; nil when they are unknown (an engine on another machine or in a VM,
+	// whose own networks the engine lists).
+	HostNetworks func() []netip.Prefix
 	// Carry copies a ro or rw workspace into the sandbox instead of binding the project: the
 	// engine is remote (engine.Remote), so the project's path is not there (carry.go).
 	Carry bool
@@ -638,13 +643,16 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	return &Sandbox{Name: in.Name, Key: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: spec.Container.Image, CreatedAt: in.CreatedAt}, nil
 }
 
-// buildSpec is BuildSpec for this Manager's engine (engineSecurityOpts).
+// buildSpec is BuildSpec for this Manager's engine (engineSecurityOpts, engineUserSpec).
 func (m *Manager) buildSpec(ctx context.Context, in SpecInput) (*Spec, error) {
 	spec, err := BuildSpec(in)
 	if err != nil {
 		return nil, err
 	}
 	if err := m.engineSecurityOpts(ctx, spec.Host); err != nil {
+		return nil, err
+	}
+	if err := m.engineUserSpec(ctx, spec, in.Config); err != nil {
 		return nil, err
 	}
 	return spec, nil

@@ -118,7 +118,7 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 func (m *Manager) clearWorkDir(ctx context.Context, name string) error {
 	what := fmt.Sprintf("removing the overlay layers of %q", name)
 	cfg := &container.Config{User: "0:0", Cmd: []string{"helper", "clear-workdir", "/layers"}}
-	return m.runHelper(ctx, what, name, "-rm-overlay", cfg, []string{"DAC_OVERRIDE"}, hostDirMount(m.State.overlayDir(name), "/layers"))
+	return m.runHelper(ctx, what, name, "-rm-overlay", cfg, []string{"DAC_OVERRIDE"}, "", hostDirMount(m.State.overlayDir(name), "/layers"))
 }
 
 // claimOverlayVolume gives Podman's first mount of sandbox in's overlay volume to a helper
@@ -133,14 +133,19 @@ func (m *Manager) claimOverlayVolume(ctx context.Context, in SpecInput, volume s
 		return err
 	}
 	what := fmt.Sprintf("preparing the overlay volume of %q for %s", in.Name, f.kind)
-	cfg := &container.Config{User: in.Config.User, Cmd: []string{"--version"}}
-	return m.runHelper(ctx, what, in.Name, "-claim-overlay", cfg, nil, mount.Mount{Type: mount.TypeVolume, Source: volume, Target: "/claim"})
+	user, userns, err := m.engineUser(ctx, in.Config)
+	if err != nil {
+		return err
+	}
+	cfg := &container.Config{User: user, Cmd: []string{"--version"}}
+	return m.runHelper(ctx, what, in.Name, "-claim-overlay", cfg, nil, userns, mount.Mount{Type: mount.TypeVolume, Source: volume, Target: "/claim"})
 }
 
 // runHelper runs sbx's own binary in a short-lived helper container for sandbox name's
 // housekeeping (sbx's own image, never the sandbox's), with cfg's user and command, no
-// capability but caps, no network, a read-only root and mounts, and waits for it to exit 0.
-func (m *Manager) runHelper(ctx context.Context, what, name, suffix string, cfg *container.Config, caps []string, mounts ...mount.Mount) error {
+// capability but caps, no network, a read-only root, the user namespace mode userns and
+// mounts, and waits for it to exit 0.
+func (m *Manager) runHelper(ctx context.Context, what, name, suffix string, cfg *container.Config, caps []string, userns container.UsernsMode, mounts ...mount.Mount) error {
 	bin, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("%s: finding sbx's own binary: %w", what, err)
@@ -154,7 +159,7 @@ func (m *Manager) runHelper(ctx context.Context, what, name, suffix string, cfg 
 			{Type: mount.TypeBind, Source: bin, Target: helperBinary, ReadOnly: true, BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}},
 		}, mounts...),
 		NetworkMode: "none", CapDrop: []string{"ALL"}, CapAdd: caps,
-		SecurityOpt: []string{"no-new-privileges:true"}, ReadonlyRootfs: true,
+		SecurityOpt: []string{"no-new-privileges:true"}, ReadonlyRootfs: true, UsernsMode: userns,
 	}
 	if err := m.engineHostDirs(ctx, host); err != nil {
 		return err

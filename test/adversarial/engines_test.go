@@ -207,14 +207,14 @@ func engineMatrix(t *testing.T, e matrixEngine) {
 			t.Errorf("a refused create left a container")
 		}
 	}
+	rwOverlay(t, s, step, name, uid, gid)
 	if kind.Rootless {
-		step("rw and overlay refused", func(t *testing.T) {
+		// Only the engine's user is mapped to itself.
+		step("rw as another user refused", func(t *testing.T) {
 			for _, ws := range []string{"rw", "overlay"} {
-				refused(t, "does not yet map the sandbox's user to you", "--workspace", ws)
+				refused(t, "is not the engine's user", "--workspace", ws, "--user", "1234:1234")
 			}
 		})
-	} else {
-		rwOverlay(t, s, step, name, uid, gid)
 	}
 	if kind.Rootless || kind.Product == engine.ProductPodman {
 		step("egress refused", func(t *testing.T) { refused(t, "egress on", "--egress", "deb.debian.org") })
