@@ -21,6 +21,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -195,19 +196,39 @@ func (m *Manager) ensureEgressNetwork(ctx context.Context, name string, labels m
 		if err != nil {
 			return subnet, err
 		}
-		_, err = m.Engine.NetworkCreate(ctx, EgressNetworkName(name), EgressNetworkSpec(labels, subnet))
+		err = m.createEgressNetwork(ctx, name, labels, subnet)
 		switch {
 		case err == nil:
 			return subnet, nil
 		case cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "overlap"):
 			return m.egressSubnet(ctx, name)
-		case strings.Contains(err.Error(), "overlap"):
+		case strings.Contains(err.Error(), "overlap") || errors.Is(err, engine.ErrSubnetUsed):
 			used = append(used, subnet)
 		default:
 			return netip.Prefix{}, engineErr(fmt.Sprintf("creating the egress network of sandbox %q", name), err)
 		}
 	}
 	return netip.Prefix{}, errs.Failure(fmt.Errorf("creating the egress network of sandbox %q: every subnet tried was taken meanwhile", name), "try again")
+}
+
+// createEgressNetwork creates sandbox name's egress network in subnet. On Podman, whose
+// compatible API gives it a DNS server forwarding any name to the host's resolvers (a way out
+// past the proxy) and cannot be asked for none, it goes through Podman's own API.
+func (m *Manager) createEgressNetwork(ctx context.Context, name string, labels map[string]string, subnet netip.Prefix) error {
+	f, err := m.facts(ctx)
+	if err != nil {
+		return err
+	}
+	spec := EgressNetworkSpec(labels, subnet)
+	if f.kind.Product != engine.ProductPodman {
+		_, err := m.Engine.NetworkCreate(ctx, EgressNetworkName(name), spec)
+		return err
+	}
+	return engine.CreatePodmanNetwork(ctx, m.Engine, engine.PodmanNetwork{
+		Name: EgressNetworkName(name), Driver: "bridge", Internal: true, DNSEnabled: false, Labels: labels,
+		Options: map[string]string{"mtu": spec.Options["com.docker.network.driver.mtu"]},
+		Subnets: []engine.PodmanSubnet{{Subnet: subnet.String()}},
+	})
 }
 
 // egressSubnet is the subnet of sandbox name's egress network; a NotFound error when there
@@ -420,6 +441,15 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 	}
 	if err := m.removeProxy(ctx, in.Name); err != nil {
 		return subnet, err
+	}
+	f, err := m.facts(ctx)
+	if err != nil {
+		return subnet, err
+	}
+	if f.kind.Rootless {
+		// The engine's user namespace maps its root, not the user's uid, to the user who owns
+		// the directory; without capabilities that root is no stronger than the user.
+		uid, gid = 0, 0
 	}
 	cfg, host, netCfg := ProxySpec(ProxyInput{Name: in.Name, Binary: bin, Dir: dir, Subnet: subnet, UID: uid, GID: gid, Labels: labels})
 	if err := m.engineSecurityOpts(ctx, host); err != nil {

@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
@@ -156,6 +158,8 @@ func TestHelperLayerIsStable(t *testing.T) {
 func TestEgressNetworkAvoidsHostNetworks(t *testing.T) {
 	var created string
 	fake := &enginetest.FakeEngine{
+		ServerVersionFn: func(context.Context) (types.Version, error) { return types.Version{Version: "28.0.0"}, nil },
+		InfoFn:          func(context.Context) (system.Info, error) { return system.Info{}, nil },
 		NetworkInspectFn: func(context.Context, string, network.InspectOptions) (network.Inspect, error) {
 			return network.Inspect{}, cerrdefs.ErrNotFound
 		},

@@ -222,10 +222,12 @@ func (m *Manager) engineHostDirs(ctx context.Context, host *container.HostConfig
 // checkEngineSupport refuses, before anything is made, what sbx cannot yet make hold on
 // the engine, rather than a sandbox that silently lacks it: a rw or overlay workspace on a
 // rootless engine whose sandbox user is not the engine's (so not mapped to a uid that owns
-// the project: engineUser); Podman's networks do not carry a sandbox's connections to its
-// egress proxy (measured on Podman 4.3 with CNI: the proxy listens, the sandbox's connect
-// times out), and under a rootless engine the proxy, which runs as the user's uid, is another
-// uid than the owner of its directory.
+// the project: engineUser); egress on a rootful Podman, whose networks, internal ones too,
+// give the host an address (Docker's inhibit_ipv4 has no Podman counterpart) and get no
+// forwarding rule, so the sandbox's traffic to its proxy is the host firewall's to judge
+// (measured on 4.3 with netavark: beside Docker, whose FORWARD policy is DROP, the
+// sandbox's connect to its proxy times out). A rootless Podman's networks live in
+// its own network namespace, where that address is not this machine's.
 func (m *Manager) checkEngineSupport(ctx context.Context, name string, cfg config.Config) error {
 	f, err := m.facts(ctx)
 	if err != nil {
@@ -238,13 +240,9 @@ func (m *Manager) checkEngineSupport(ctx context.Context, name string, cfg confi
 	if len(cfg.Egress) == 0 {
 		return nil
 	}
-	switch {
-	case f.kind.Product == engine.ProductPodman:
-		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: sbx's egress proxy is not yet reachable from sandboxes on Podman's networks", name, f.kind),
-			"use network: none, or rootful Docker for an egress allowlist")
-	case f.kind.Rootless:
-		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: sbx's egress proxy cannot yet write its log through the engine's user namespace", name, f.kind),
-			"use network: none, or rootful Docker for an egress allowlist")
+	if f.kind.Product == engine.ProductPodman && !f.kind.Rootless {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: a rootful Podman's networks, internal ones too, put an address of this machine's on them, and the sandbox's connection to its proxy crosses this machine's firewall (Docker's FORWARD policy, DROP when Docker runs beside it, drops it)", name, f.kind),
+			"use network: none, or rootless Podman or Docker for an egress allowlist")
 	}
 	return nil
 }
