@@ -150,7 +150,7 @@ func infoChecks(kind engine.Kind, info system.Info) []Check {
 
 	storage := Check{Name: "storage driver", Status: StatusOK, Detail: info.Driver}
 	if info.Driver == "vfs" {
-		storage.Status, storage.Fix = StatusWarn, "vfs copies every layer; configure overlay2 in /etc/docker/daemon.json"
+		storage.Status, storage.Fix = StatusWarn, storageFix(kind)
 	}
 	add(storage)
 
@@ -197,7 +197,7 @@ func infoChecks(kind engine.Kind, info system.Info) []Check {
 		rt.Status, rt.Fix = StatusFail, "install runc; it is the runtime sbx is tested with"
 	}
 	add(rt)
-	add(gvisorCheck(info))
+	add(gvisorCheck(kind, info))
 
 	initCheck := Check{Name: "init", Status: StatusOK, Required: true, Detail: strings.TrimSpace(orUnknown(info.InitBinary) + " " + info.InitCommit.ID)}
 	switch {
@@ -218,11 +218,25 @@ func infoChecks(kind engine.Kind, info system.Info) []Check {
 	return checks
 }
 
+// storageFix is how a user of an engine of kind k replaces the vfs storage driver, which
+// copies every layer, in the engine's own configuration file.
+func storageFix(k engine.Kind) string {
+	switch {
+	case k.Product == engine.ProductPodman && k.Rootless:
+		return `vfs copies every layer; set driver = "overlay" in ~/.config/containers/storage.conf (podman system reset applies it, removing the engine's images and containers)`
+	case k.Product == engine.ProductPodman:
+		return `vfs copies every layer; set driver = "overlay" in /etc/containers/storage.conf (podman system reset applies it, removing the engine's images and containers)`
+	case k.Rootless:
+		return `vfs copies every layer; set "storage-driver": "overlay2" in ~/.config/docker/daemon.json and restart the engine`
+	}
+	return `vfs copies every layer; set "storage-driver": "overlay2" in /etc/docker/daemon.json and restart the engine`
+}
+
 // gvisorCheck says whether isolation: gvisor works on the engine, and how to make it work; not
 // required, as only sandboxes that ask for gVisor need it.
-func gvisorCheck(info system.Info) Check {
+func gvisorCheck(kind engine.Kind, info system.Info) Check {
 	if p := sandbox.GVisorProblem(info); p != "" {
-		return Check{Name: "gvisor", Status: StatusWarn, Detail: p + ": isolation: gvisor is refused", Fix: sandbox.GVisorSetup()}
+		return Check{Name: "gvisor", Status: StatusWarn, Detail: p + ": isolation: gvisor is refused", Fix: sandbox.GVisorSetup(kind)}
 	}
 	return Check{Name: "gvisor", Status: StatusOK, Detail: "isolation: gvisor runs sandboxes under " + config.GVisorRuntime + " (" + info.Runtimes[config.GVisorRuntime].Path + ")"}
 }

@@ -507,18 +507,26 @@ func (m *Manager) startProxy(ctx context.Context, name string) error {
 		}
 		if i%20 == 19 || time.Now().After(deadline) {
 			if info, err := m.Engine.ContainerInspect(ctx, info.ID); err == nil && info.State != nil && !info.State.Running {
-				return errs.Failure(fmt.Errorf("sandbox %q: its egress proxy exited (code %d) before it listened", name, info.State.ExitCode),
-					fmt.Sprintf("see why with: docker logs %s", ProxyName(name)))
+				return m.proxyFailure(ctx, info.ID, fmt.Errorf("sandbox %q: its egress proxy exited (code %d) before it listened", name, info.State.ExitCode))
 			}
 			if time.Now().After(deadline) {
-				return errs.Failure(fmt.Errorf("sandbox %q: its egress proxy did not listen within %s", name, proxyReadyWait),
-					fmt.Sprintf("see why with: docker logs %s", ProxyName(name)))
+				return m.proxyFailure(ctx, info.ID, fmt.Errorf("sandbox %q: its egress proxy did not listen within %s", name, proxyReadyWait))
 			}
 		}
 		if err := sleepCtx(ctx, 25*time.Millisecond); err != nil {
 			return err
 		}
 	}
+}
+
+// proxyFailure is err with the end of the log of proxy id, read now: a failed create
+// removes the proxy, so a hint to read its log later would name a container that is gone.
+func (m *Manager) proxyFailure(ctx context.Context, id string, err error) error {
+	tail := m.logTail(context.WithoutCancel(ctx), id, 5)
+	if len(tail) == 0 {
+		return errs.Failure(err, "its log is empty; run sbx doctor, and sbx --debug to see the engine's calls")
+	}
+	return errs.Failure(fmt.Errorf("%w; its log ends:\n  %s", err, strings.Join(tail, "\n  ")), "the proxy's log above says why")
 }
 
 // stopProxy stops sandbox name's proxy, if it has one running.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,9 +13,11 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
@@ -177,5 +180,31 @@ func TestEgressNetworkAvoidsHostNetworks(t *testing.T) {
 	got, err := m.ensureEgressNetwork(context.Background(), "web", nil)
 	if err != nil || got != netip.MustParsePrefix("10.213.0.32/28") || created != "10.213.0.32/28" {
 		t.Errorf("ensureEgressNetwork = %v, %v (created %q); want 10.213.0.32/28, past the engine's and the host's", got, err, created)
+	}
+}
+
+// A proxy that exits before it listens is reported with the end of its log, read before a
+// failed create removes it.
+func TestProxyExitReportsItsLog(t *testing.T) {
+	starts := 0
+	fake := &enginetest.FakeEngine{
+		ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{
+				ContainerJSONBase: &container.ContainerJSONBase{ID: "p1", State: &container.State{Status: map[bool]string{false: "created", true: "exited"}[starts > 0], ExitCode: 2}},
+				Config:            &container.Config{Labels: map[string]string{LabelRole: roleProxy, LabelName: "web"}},
+			}, nil
+		},
+		ContainerStartFn: func(context.Context, string, container.StartOptions) error { starts++; return nil },
+		ContainerLogsFn: func(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {
+			var b bytes.Buffer
+			_, _ = stdcopy.NewStdWriter(&b, stdcopy.Stderr).Write([]byte("sbx: error: opening the egress log: permission denied\n"))
+			return io.NopCloser(&b), nil
+		},
+	}
+	m := &Manager{Engine: fake, State: &StateStore{Dir: t.TempDir()}}
+	err := m.startProxy(context.Background(), "web")
+	if err == nil || !strings.Contains(err.Error(), "exited (code 2) before it listened; its log ends:\n  sbx: error: opening the egress log: permission denied") ||
+		strings.Contains(errs.Hint(err), "docker logs") || errs.Hint(err) == "" {
+		t.Errorf("err %v, hint %q: want the proxy's log in the error, no hint to a container a failed create removes", err, errs.Hint(err))
 	}
 }

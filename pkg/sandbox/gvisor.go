@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -26,11 +27,19 @@ var GVisorRuntimeArgs = []string{"--platform=ptrace", "--network=host", "--oci-s
 // GVisorRuntimePath is where Debian's runsc package puts the binary.
 const GVisorRuntimePath = "/usr/bin/runsc"
 
-// GVisorSetup is the fix for an engine without sbx's gVisor runtime: the daemon.json entry and
-// the reload that picks it up without stopping a container.
-func GVisorSetup() string {
-	return fmt.Sprintf(`install runsc (Debian and Ubuntu: apt-get install runsc), add {"runtimes": {%q: {"path": %q, "runtimeArgs": ["%s"]}}} to /etc/docker/daemon.json (merged with what is there), then reload the engine with kill -HUP $(pidof dockerd), which restarts no container (or start dockerd with --add-runtime %s=%s)`,
-		config.GVisorRuntime, GVisorRuntimePath, strings.Join(GVisorRuntimeArgs, `", "`), config.GVisorRuntime, GVisorRuntimePath)
+// GVisorSetup is the fix for an engine of kind k without sbx's gVisor runtime: for Docker, the
+// daemon.json entry (the user's own file for a rootless engine) and the reload that picks it
+// up without stopping a container.
+func GVisorSetup(k engine.Kind) string {
+	if k.Product == engine.ProductPodman {
+		return "sbx runs gVisor sandboxes on Docker only: Podman's compatible API takes no runtime with the flags sbx needs; use Docker for isolation: gvisor"
+	}
+	file, reload := "/etc/docker/daemon.json", "kill -HUP $(pidof dockerd)"
+	if k.Rootless {
+		file, reload = "~/.config/docker/daemon.json", "systemctl --user reload docker (or kill -HUP your rootless dockerd)"
+	}
+	return fmt.Sprintf(`install runsc (Debian and Ubuntu: apt-get install runsc), add {"runtimes": {%q: {"path": %q, "runtimeArgs": ["%s"]}}} to %s (merged with what is there), then reload the engine with %s, which restarts no container (or start dockerd with --add-runtime %s=%s)`,
+		config.GVisorRuntime, GVisorRuntimePath, strings.Join(GVisorRuntimeArgs, `", "`), file, reload, config.GVisorRuntime, GVisorRuntimePath)
 }
 
 // GVisorProblem says what keeps the engine described by info from running gVisor sandboxes,
@@ -62,7 +71,11 @@ func (m *Manager) checkIsolation(ctx context.Context, cfg config.Config) error {
 		return engineErr("asking the engine for its runtimes", err)
 	}
 	if p := GVisorProblem(info); p != "" {
-		return errs.Failure(fmt.Errorf("isolation gvisor: %s", p), GVisorSetup())
+		f, err := m.facts(ctx)
+		if err != nil {
+			return err
+		}
+		return errs.Failure(fmt.Errorf("isolation gvisor: %s", p), GVisorSetup(f.kind))
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/testenv"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -155,5 +156,22 @@ func TestCreateGVisorRunsTheAgent(t *testing.T) {
 				t.Errorf("without an agent: %v, %d execs; debug:\n%s", err, execs.Load(), debug.String())
 			}
 		})
+	}
+}
+
+// The gVisor fix names the engine's own file: the user's for rootless Docker; Podman is told
+// it is not supported rather than given Docker's files.
+func TestGVisorSetupNamesTheEnginesFile(t *testing.T) {
+	for _, tc := range []struct {
+		kind       engine.Kind
+		want, lack string
+	}{
+		{engine.Kind{Product: engine.ProductDocker}, "to /etc/docker/daemon.json", "~/"},
+		{engine.Kind{Product: engine.ProductDocker, Rootless: true}, "to ~/.config/docker/daemon.json", "/etc/docker"},
+		{engine.Kind{Product: engine.ProductPodman}, "Docker only", "daemon.json"},
+	} {
+		if got := sandbox.GVisorSetup(tc.kind); !strings.Contains(got, tc.want) || strings.Contains(got, tc.lack) {
+			t.Errorf("%s: %q, want %q and not %q", tc.kind, got, tc.want, tc.lack)
+		}
 	}
 }
