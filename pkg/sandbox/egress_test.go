@@ -129,10 +129,27 @@ func TestWaitReload(t *testing.T) {
 		if err := os.WriteFile(log, []byte(old+tt.appended), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		err := waitReload(context.Background(), "web", log, mark)
+		err := (&Manager{}).waitReload(context.Background(), "web", log, mark)
 		if (tt.want == "" && err != nil) || (tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want))) {
 			t.Errorf("after %q: %v, want %q", tt.appended, err, tt.want)
 		}
+	}
+}
+
+// A proxy that takes no new rules in time is reported with the end of its log.
+func TestWaitReloadTimeoutShowsTheProxysLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "egress.log")
+	if err := os.WriteFile(log, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := &enginetest.FakeEngine{ContainerLogsFn: func(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {
+		var b bytes.Buffer
+		_, _ = stdcopy.NewStdWriter(&b, stdcopy.Stderr).Write([]byte("sbx: reading the rules: stuck\n"))
+		return io.NopCloser(&b), nil
+	}}
+	err := (&Manager{Engine: fake}).waitReload(context.Background(), "web", log, egress.MarkLog(log))
+	if err == nil || !strings.Contains(err.Error(), "did not take the new rules within 5s (the rules file is written); its log ends:\n  sbx: reading the rules: stuck") {
+		t.Errorf("err %v: want the timeout with the proxy's log", err)
 	}
 }
 

@@ -122,7 +122,7 @@ func (m *Manager) ChangeEgress(ctx context.Context, name string, allow bool, des
 		return EgressRuntime{}, errs.Failure(fmt.Errorf("sandbox %q: writing its egress rules: %w", name, err), "")
 	}
 	if info, err := m.Engine.ContainerInspect(ctx, ProxyName(name)); err == nil && info.State != nil && info.State.Running {
-		if err := waitReload(ctx, name, logPath, mark); err != nil {
+		if err := m.waitReload(ctx, name, logPath, mark); err != nil {
 			return EgressRuntime{}, err
 		}
 	}
@@ -135,7 +135,7 @@ const reloadWait = 5 * time.Second
 
 // waitReload waits until the proxy logs a reload after mark (in whichever file rotation left it), so that when "sbx egress
 // allow" returns, the change is in effect; a reload that refused the file is an error.
-func waitReload(ctx context.Context, name, logPath string, mark egress.LogMark) error {
+func (m *Manager) waitReload(ctx context.Context, name, logPath string, mark egress.LogMark) error {
 	deadline := time.Now().Add(reloadWait)
 	for time.Now().Before(deadline) {
 		e, ok := egress.FindSince(logPath, mark, func(e egress.Entry) bool { return e.Event == "reload" })
@@ -149,8 +149,7 @@ func waitReload(ctx context.Context, name, logPath string, mark egress.LogMark) 
 			return err
 		}
 	}
-	return errs.Failure(fmt.Errorf("sandbox %q: its proxy did not take the new rules within %s", name, reloadWait),
-		fmt.Sprintf("the rules file is written; see the proxy with: docker logs %s", ProxyName(name)))
+	return m.proxyFailure(ctx, ProxyName(name), fmt.Errorf("sandbox %q: its proxy did not take the new rules within %s (the rules file is written)", name, reloadWait))
 }
 
 // EgressRuntime returns the runtime changes of sandbox name's rules; ok is false when it
