@@ -52,17 +52,18 @@ func Manager(ctx context.Context, f *Factory) (*sandbox.Manager, error) {
 // manager is the sandbox manager of Manager on eng, the engine at ep.
 func manager(f *Factory, eng engine.Engine, ep engine.Endpoint) *sandbox.Manager {
 	home, _ := f.HomeDir()
+	// A socket on this machine: an engine that sees its files, and whose networks may be this
+	// machine's (avoiding them as well costs a VM engine a few subnets at most).
+	local := sandbox.AgentsSupported(eng.DaemonHost())
 	m := &sandbox.Manager{
 		Engine: eng,
 		State:  &sandbox.StateStore{Dir: StateDir(f), Now: f.Now},
 		Now:    f.Now,
-		Agents: sandbox.AgentsSupported(eng.DaemonHost()),
+		Agents: local,
 		// Sandboxes run this binary as their agent.
-		AgentBinary: executable(),
-		// The same test: a socket on this machine is an engine that sees its files.
-		HostPaths: sandbox.AgentsSupported(eng.DaemonHost()),
-		// And one whose host is this machine, whose networks egress networks avoid.
-		HostNetworks: hostNetworks(sandbox.AgentsSupported(eng.DaemonHost())),
+		AgentBinary:  executable(),
+		HostPaths:    local,
+		HostNetworks: hostNetworks(local),
 		Carry:        engine.Remote(ep.Host),
 		Warn:         f.IOStreams.ErrOut,
 		HomeDir:      home,
