@@ -68,6 +68,7 @@ const (
 	FrameConnect     FrameType = 'C'
 	FrameConnected   FrameType = 'O'
 	FrameStatus      FrameType = 'S'
+	FrameLimits      FrameType = 'G'
 )
 
 // Strict says what a client that goes away does to its command (PROTOCOL.md, "Strict modes").

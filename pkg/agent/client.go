@@ -247,6 +247,93 @@ func Status(ctx context.Context, dir string) (string, error) {
 	return string(body), nil
 }
 
+// maxLimits bounds the answer to a limits query: three lines of a name and two numbers.
+const maxLimits = 256
+
+// CgroupLimits are the limits of a sandbox's cgroup as its agent read them (PROTOCOL.md,
+// "Limits"). A limit the agent could not read is unknown (Known false); -1 is none.
+type CgroupLimits struct {
+	Memory, Pids        int64 // bytes, processes
+	CPUQuota, CPUPeriod int64 // microseconds of CPU time per period
+	Known               map[string]bool
+}
+
+// Limits asks the agent whose directory is dir for its sandbox's cgroup limits. Asking is
+// no use of the sandbox.
+func Limits(ctx context.Context, dir string) (CgroupLimits, error) {
+	c, err := Dial(ctx, dir)
+	if err != nil {
+		return CgroupLimits{}, err
+	}
+	defer c.Close()
+	if err := c.Hello(); err != nil {
+		return CgroupLimits{}, err
+	}
+	if err := c.send(FrameLimits, nil); err != nil {
+		return CgroupLimits{}, err
+	}
+	t := time.AfterFunc(helloWait, func() { _ = c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer t.Stop()
+	typ, body, err := c.next()
+	switch {
+	case err != nil:
+		return CgroupLimits{}, err
+	case typ != FrameLimits || len(body) > maxLimits:
+		return CgroupLimits{}, fmt.Errorf("%w: frame %q (%s) to a limits query", ErrProtocol, byte(typ), safeText(body))
+	}
+	l, err := ParseLimits(string(body))
+	if err != nil {
+		return CgroupLimits{}, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	return l, nil
+}
+
+// ParseLimits reads the agent's answer to a limits query.
+func ParseLimits(s string) (CgroupLimits, error) {
+	l := CgroupLimits{Memory: -1, Pids: -1, CPUQuota: -1, Known: map[string]bool{}}
+	num := func(v string) (int64, error) {
+		if v == "max" {
+			return -1, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("limit %s", safeText([]byte(v)))
+		}
+		return n, nil
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		key, v, _ := strings.Cut(line, "=")
+		if l.Known[key] {
+			return l, fmt.Errorf("limit %s twice", safeText([]byte(key)))
+		}
+		var err error
+		switch key {
+		case "memory":
+			l.Memory, err = num(v)
+		case "pids":
+			l.Pids, err = num(v)
+		case "cpu":
+			quota, period, _ := strings.Cut(v, "/")
+			if l.CPUQuota, err = num(quota); err == nil {
+				l.CPUPeriod, err = num(period)
+			}
+			if err == nil && l.CPUPeriod <= 0 {
+				err = fmt.Errorf("cpu period %s", safeText([]byte(period)))
+			}
+		default:
+			err = fmt.Errorf("unknown limit %s", safeText([]byte(key)))
+		}
+		if err != nil {
+			return l, err
+		}
+		l.Known[key] = true
+	}
+	return l, nil
+}
+
 // Await waits up to wait for the agent whose socket is in dir to answer, for an agent that
 // binds its socket itself (OwnSocket): until it has, there is no socket, or one that
 // refuses. It asks with S, which is no use of the sandbox.

@@ -425,29 +425,32 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 }
 
 // finishAgent waits for the agent of the sandbox as started to connect, and hands it its
-// socket. An agent that does not come in time leaves commands to the engine's exec.
-func (m *Manager) finishAgent(ctx context.Context, as *agentStart) {
+// socket. An agent that does not come in time leaves commands to the engine's exec. It
+// reports whether the agent answers.
+func (m *Manager) finishAgent(ctx context.Context, as *agentStart) bool {
 	if as == nil {
-		return
+		return false
 	}
 	defer as.abandon()
 	if as.await {
 		// The socket the agent made: a warm exec checks it is still that one (warm.go).
-		if m.awaitAgent(ctx, as.sb) {
-			m.recordStart(as.sb)
+		if !m.awaitAgent(ctx, as.sb) {
+			return false
 		}
-		return
+		m.recordStart(as.sb)
+		return true
 	}
 	if as.h == nil {
-		return
+		return false
 	}
 	if err := as.h.Pass(ctx, agentWait); err != nil {
 		m.debugf("sandbox %q: its agent did not take its socket: %v; commands will go through the engine's exec", as.sb.Name, err)
-		return
+		return false
 	}
 	as.h.Close(true)
 	as.h = nil
 	m.recordStart(as.sb)
+	return true
 }
 
 // abandon closes what is left of as: sockets the agent did not take are removed, so a

@@ -171,7 +171,11 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 	if err != nil {
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
-	m.finishAgent(ctx, as)
+	if m.finishAgent(ctx, as) {
+		if err := m.checkCgroupLimits(ctx, sb); err != nil {
+			return nil, m.discardBrowser(ctx, sb, err)
+		}
+	}
 	b.HostPorts, b.Version = hostPorts, version.Browser
 	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort], token)
 	if err != nil {

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/system"
 
+	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -126,6 +130,81 @@ func (m *Manager) verifyLimits(ctx context.Context, name, id string, host *conta
 		return nil
 	}
 	return errs.Failure(fmt.Errorf("creating sandbox %q: %s", name, p), unenforcedLimitsHint)
+}
+
+// cgroupLimitsNotHeld lists the limits host asked for that the sandbox's cgroup, as its
+// agent read it, does not hold: none there, or a looser one. A limit the agent could not
+// read is left to the engine's word (verifyLimits).
+func cgroupLimitsNotHeld(host *container.HostConfig, got agent.CgroupLimits) []string {
+	var out []string
+	check := func(key, name string, want, have int64, unit string) {
+		switch {
+		case want <= 0 || !got.Known[key]:
+		case have < 0:
+			out = append(out, fmt.Sprintf("%s (asked %d%s, the cgroup has none)", name, want, unit))
+		case have > want:
+			out = append(out, fmt.Sprintf("%s (asked %d%s, the cgroup has %d)", name, want, unit, have))
+		}
+	}
+	check("memory", "memory", host.Memory, got.Memory, " bytes")
+	if host.PidsLimit != nil {
+		check("pids", "pids", *host.PidsLimit, got.Pids, "")
+	}
+	if host.NanoCPUs > 0 && got.Known["cpu"] {
+		// The engine sets QUOTA/PERIOD to the CPUs asked; one microsecond of slack for its
+		// rounding.
+		want := host.NanoCPUs * got.CPUPeriod / 1e9
+		switch {
+		case got.CPUQuota < 0:
+			out = append(out, fmt.Sprintf("cpus (asked %s, the cgroup has none)", formatCPUs(host.NanoCPUs)))
+		case got.CPUQuota > want+1:
+			out = append(out, fmt.Sprintf("cpus (asked %s, the cgroup has %s)", formatCPUs(host.NanoCPUs), formatCPUs(got.CPUQuota*1e9/got.CPUPeriod)))
+		}
+	}
+	return out
+}
+
+func formatCPUs(nano int64) string {
+	return strconv.FormatFloat(float64(nano)/1e9, 'f', -1, 64)
+}
+
+// checkCgroupLimits asks the agent of sb, just started, for the limits of its cgroup, and
+// stops sb when a limit it was created with is not there (a rootless engine on cgroup v1
+// keeps them in inspect and applies none), unless the user's own config accepted that at
+// create (LabelUnenforcedLimits). An agent that cannot answer leaves the engine's word.
+func (m *Manager) checkCgroupLimits(ctx context.Context, sb *Sandbox) error {
+	dir := m.agentDirOf(sb)
+	got, err := agent.Limits(ctx, dir)
+	if err != nil {
+		m.debugf("sandbox %q: its agent did not tell its cgroup's limits (%v); they are the engine's word", sb.Name, err)
+		return nil
+	}
+	info, err := m.Engine.ContainerInspect(ctx, sb.ID)
+	if err != nil {
+		return engineErr(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
+	}
+	if info.ContainerJSONBase == nil || info.HostConfig == nil {
+		return errs.Failure(fmt.Errorf("sandbox %q: the engine reports no host configuration", sb.Name), "")
+	}
+	missing := cgroupLimitsNotHeld(info.HostConfig, got)
+	if len(missing) == 0 {
+		return nil
+	}
+	p := "the engine did not apply its limits: " + strings.Join(missing, ", ")
+	if f, ferr := m.facts(ctx); ferr == nil {
+		p = f.kind.String() + " did not apply the sandbox's limits, its agent read in its cgroup: " + strings.Join(missing, ", ")
+	}
+	if sb.Labels[LabelUnenforcedLimits] == "accepted" {
+		if m.Warn != nil {
+			fmt.Fprintf(m.Warn, "warning: sandbox %q: %s; it runs without them (dangerouslyAllowUnenforcedLimits)\n", sb.Name, p)
+		}
+		return nil
+	}
+	zero := 0
+	if err := m.Engine.ContainerStop(context.WithoutCancel(ctx), sb.ID, container.StopOptions{Timeout: &zero}); err != nil && !cerrdefs.IsNotFound(err) {
+		m.debugf("sandbox %q: stopping it: %v", sb.Name, err)
+	}
+	return errs.Failure(fmt.Errorf("starting sandbox %q: %s", sb.Name, p), unenforcedLimitsHint)
 }
 
 // engineSecurityOpts rewrites host's inline seccomp profile for an engine that reads the

@@ -705,7 +705,9 @@ func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
 	if err != nil {
 		return err
 	}
-	m.finishAgent(ctx, as)
+	if m.finishAgent(ctx, as) {
+		return m.checkCgroupLimits(ctx, sb)
+	}
 	return nil
 }
 

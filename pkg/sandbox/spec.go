@@ -51,6 +51,9 @@ const (
 	// LabelCreateSettings holds the flag settings the sandbox was created with (sbx create
 	// --memory 2g, sbx browser), so later commands without those flags see no drift.
 	LabelCreateSettings = "dev.sbx.create-settings"
+	// LabelUnenforcedLimits says the user's own config accepted, at create, limits the
+	// engine does not enforce (dangerouslyAllowUnenforcedLimits): a start checks them again.
+	LabelUnenforcedLimits = "dev.sbx.unenforced-limits"
 )
 
 // Whatever a sandbox writes to its main process's stdout or stderr (/proc/1/fd/1 is open to
@@ -236,6 +239,9 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	})
 	if in.Carried {
 		labels[LabelCarry] = CarryCopy
+	}
+	if cfg.DangerouslyAllowUnenforcedLimits {
+		labels[LabelUnenforcedLimits] = "accepted"
 	}
 
 	spec := &Spec{Name: in.Name, ContainerName: ContainerName(in.Name), Hash: hash, Shape: shape}

@@ -146,6 +146,7 @@ func engineMatrix(t *testing.T, e matrixEngine) {
 		})
 		conf += "dangerouslyAllowUnenforcedLimits: true\n"
 		writeUserConfig(t, s, conf)
+		step("accepted limits reported missing", func(t *testing.T) { limitsMissing(t, s, name("limits"), kind) })
 	} else {
 		step("limits enforced inside", func(t *testing.T) { limitsInside(t, s, name("limits"), info) })
 	}
@@ -378,6 +379,22 @@ func limitsInside(t *testing.T, s *clitest.CLI, name string, info system.Info) {
 		if r := s.Run("exec", "-n", name, "--", "cat", f); strings.TrimSpace(r.Stdout) != want {
 			t.Errorf("%s inside: %s, want %s", f, r, want)
 		}
+	}
+}
+
+// limitsMissing creates sandbox name with limits on an engine that cannot apply them, the
+// user having accepted that: the create says which are missing, as the engine's inspect
+// shows them (Podman drops them) or, where inspect keeps them, as the agent reads its cgroup.
+func limitsMissing(t *testing.T, s *clitest.CLI, name string, kind engine.Kind) {
+	r := s.Run("create", "-n", name, "--memory", "256m", "--pids-limit", "64", "--cpus", "0.5")
+	// Rootless Docker on v1 shows the host's root memory and cpu cgroups, and a pids
+	// directory without pids.max: that limit is unknown to the agent.
+	want := kind.String() + " did not apply the sandbox's limits, its agent read in its cgroup: memory (asked 268435456 bytes, the cgroup has none), cpus (asked 0.5, the cgroup has none); it runs without them"
+	if kind.Product == engine.ProductPodman {
+		want = kind.String() + " did not apply the sandbox's limits: memory (asked 268435456, the engine set 0)"
+	}
+	if r.Code != 0 || !strings.Contains(r.Stderr, want) {
+		t.Errorf("create with limits on %s: want a warning %q: %s", kind, want, r)
 	}
 }
 

@@ -199,7 +199,7 @@ func pyBytes(t byte) string {
 
 // clientFrames are the frame types a client may send.
 var clientFrames = string([]byte{byte(agent.FrameRequest), byte(agent.FrameConnect), byte(agent.FrameStdin),
-	byte(agent.FrameStdinEOF), byte(agent.FrameResize), byte(agent.FrameAbort), byte(agent.FrameStatus)})
+	byte(agent.FrameStdinEOF), byte(agent.FrameResize), byte(agent.FrameAbort), byte(agent.FrameStatus), byte(agent.FrameLimits)})
 
 func (c *conn) frames() error {
 	for len(c.inbuf) >= 5 && !c.gone {
@@ -248,6 +248,13 @@ func (c *conn) frames() error {
 			delete(c.s.clients, c) // asking is no use of the sandbox
 			c.status, c.hasStatus, c.reported = 0, true, true
 			c.send(frame(agent.FrameStatus, []byte(c.s.idleStatus())))
+		case agent.FrameLimits:
+			if c.requested || c.reported {
+				return protocolError("a limits query on a command's connection")
+			}
+			delete(c.s.clients, c)
+			c.status, c.hasStatus, c.reported = 0, true, true
+			c.send(frame(agent.FrameLimits, []byte(cgroupLimits())))
 		case agent.FrameRequest:
 			if c.requested || c.reported {
 				return protocolError("a second request on one connection")
