@@ -147,6 +147,9 @@ func LiveState(ctx context.Context, f *Factory, r *config.Resolved) (*explain.Li
 		return &explain.Live{Error: err.Error()}, nil
 	}
 	live.Kind, live.LimitsProblem = kind.String(), problem
+	if len(r.Config.Egress) > 0 {
+		live.EgressPath = sandbox.EgressPath(kind)
+	}
 	create := "sbx create"
 	if !r.IsDefaultName {
 		create += " -n " + r.Name

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,7 +57,7 @@ func NewCmdProxy(f *cmdutil.Factory, runF func(context.Context, *ProxyOptions) e
 	fl.StringVar(&opts.Log, "log", "", "decision log `FILE`, appended to and rotated to FILE.1")
 	fl.StringVar(&opts.Ready, "ready", "", "`FILE` written once the proxy listens")
 	fl.StringVar(&opts.Sandbox, "sandbox", "", "sandbox `NAME` for the log and refusals")
-	fl.StringVar(&opts.Listen, "listen", "", "`ADDR:PORT` to listen on: the proxy's address on the sandbox's network only")
+	fl.StringVar(&opts.Listen, "listen", "", "`ADDR:PORT` to listen on, the proxy's address on the sandbox's network only, or unix:PATH, a socket only the sandbox sees")
 	for _, name := range []string{"rules", "log", "listen"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -76,7 +77,7 @@ func proxyRun(ctx context.Context, opts *ProxyOptions) error {
 	if err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", opts.Listen)
+	l, err := listen(opts.Listen)
 	if err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
 	}
@@ -97,4 +98,26 @@ func proxyRun(ctx context.Context, opts *ProxyOptions) error {
 		return err
 	}
 	return nil
+}
+
+// listen listens on addr, "ADDR:PORT" or "unix:PATH". The socket replaces one an earlier
+// start left, and anyone may connect to it (0666): the sandbox's user is not the proxy's,
+// and only the sandbox sees its directory.
+func listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok {
+		return net.Listen("tcp", addr)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o666); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
 }

@@ -29,15 +29,25 @@ const Mode = "__agent"
 // a listener made on the host.
 const OwnSocket = "--own-socket"
 
+// Forward, after Mode and OwnSocket, makes the agent listen on a TCP address of the
+// sandbox's loopback and relay each connection to a Unix socket (PROTOCOL.md, "Forward"):
+// "--forward=127.0.0.1:3128=/run/sbx-egress/proxy.sock". A sandbox with no network reaches
+// its egress proxy so.
+const Forward = "--forward="
+
 // Cmd is the main process of a sandbox with an agent: the sbx binary mounted at exe, whose
 // directory is mounted at dir, that stops the sandbox after idleStop without use (0:
 // never; PROTOCOL.md, "Idle stop") and, with path, appends that directory to every
 // command's PATH (sbx's toolbox, after the image's own programs). With ownSocket it binds
-// its socket itself (OwnSocket).
-func Cmd(exe, dir string, idleStop time.Duration, path string, ownSocket bool) []string {
+// its socket itself (OwnSocket); with forward ("ADDR:PORT=SOCKET") it relays that address
+// to that socket (Forward).
+func Cmd(exe, dir string, idleStop time.Duration, path string, ownSocket bool, forward string) []string {
 	cmd := []string{exe, Mode}
 	if ownSocket {
 		cmd = append(cmd, OwnSocket)
+	}
+	if forward != "" {
+		cmd = append(cmd, Forward+forward)
 	}
 	cmd = append(cmd, dir, strconv.FormatInt(idleStop.Milliseconds(), 10))
 	if path != "" {

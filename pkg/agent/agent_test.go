@@ -109,7 +109,7 @@ func (a *hostAgent) listen() *Handoff {
 func (a *hostAgent) run(nofile int) {
 	t := a.t
 	t.Helper()
-	argv := Cmd(agenttest.Binary(t), a.dir, 0, a.path, a.ownSocket)
+	argv := Cmd(agenttest.Binary(t), a.dir, 0, a.path, a.ownSocket, "")
 	if nofile > 0 {
 		argv = append([]string{"sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$@"`, nofile), "sh"}, argv...)
 	}

@@ -2,4 +2,4 @@
 
 package agent
 
-const version = "061857cba14a"
+const version = "fcecd6afbcd3"

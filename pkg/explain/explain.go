@@ -23,9 +23,12 @@ type Live struct {
 	// sandbox's limits ("" when it can): new sandboxes are then refused.
 	Kind          string `json:"kind,omitempty"`
 	LimitsProblem string `json:"limitsProblem,omitempty"`
-	Exists        bool   `json:"exists"`
-	Running       bool   `json:"running"`
-	Status        string `json:"status,omitempty"` // the engine's status text, e.g. "Up 3 minutes"
+	// EgressPath is how a sandbox with egress rules reaches its proxy on this engine
+	// (sandbox.EgressPath); "" without egress rules.
+	EgressPath string `json:"egressPath,omitempty"`
+	Exists     bool   `json:"exists"`
+	Running    bool   `json:"running"`
+	Status     string `json:"status,omitempty"` // the engine's status text, e.g. "Up 3 minutes"
 	// HashMatches is true when the container's stored config hash equals the resolved one.
 	HashMatches   bool     `json:"hashMatches"`
 	DifferingKeys []string `json:"differingKeys,omitempty"`

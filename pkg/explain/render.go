@@ -420,6 +420,9 @@ func (p *printer) engine(rep Report) {
 	if e.LimitsProblem != "" {
 		p.line("  limits: " + e.LimitsProblem + ": new sandboxes are refused unless your own config sets dangerouslyAllowUnenforcedLimits")
 	}
+	if e.EgressPath != "" {
+		p.line("  egress: the sandbox reaches its proxy through " + e.EgressPath)
+	}
 	switch {
 	case !e.Exists:
 		p.line(fmt.Sprintf("  container %s does not exist yet", rep.Sandbox.Container))

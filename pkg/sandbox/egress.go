@@ -58,6 +58,19 @@ const (
 	proxyNobody = 65534
 )
 
+// Where the sandbox reaches its proxy through a socket (egressOverSocket).
+const (
+	// ProxyLoopback is where the sandbox's agent relays to the proxy's socket.
+	ProxyLoopback = "127.0.0.1:3128"
+	// EgressSocketMountPath is where the sandbox sees the proxy socket's directory.
+	EgressSocketMountPath = "/run/sbx-egress"
+	// ProxySocket is the proxy's socket in that directory.
+	ProxySocket = "proxy.sock"
+	// egressSocketSubdir holds the socket in the egress directory: the sandbox sees nothing
+	// else of it (the log, the rules).
+	egressSocketSubdir = "socket"
+)
+
 // Files in a sandbox's egress directory.
 const (
 	EgressRulesFile = "rules.json"
@@ -73,6 +86,11 @@ func ProxyName(name string) string { return "sbx_proxy-" + name }
 
 // EgressDir is the directory of sandbox name's rules file and log.
 func (s *StateStore) EgressDir(name string) string { return filepath.Join(s.Dir, "egress", name) }
+
+// egressSocketDir is the directory of sandbox name's proxy socket on the host.
+func (s *StateStore) egressSocketDir(name string) string {
+	return filepath.Join(s.EgressDir(name), egressSocketSubdir)
+}
 
 // egressRules is the path of sandbox name's rules file on the host.
 func (s *StateStore) egressRules(name string) string {
@@ -91,13 +109,13 @@ func ProxyURL(subnet netip.Prefix) string {
 	return "http://" + netip.AddrPortFrom(proxy, ProxyPort).String()
 }
 
-// egressEnv adds to env the variables that send the sandbox's tools through the proxy: both
+// egressEnv adds to env the variables, naming proxyURL, that send the sandbox's tools through the proxy: both
 // cases, as curl reads only http_proxy in lower case and others only upper case; npm, pip,
 // git, go and apt read these. A variable the user set stays.
-func egressEnv(env map[string]string, subnet netip.Prefix) map[string]string {
+func egressEnv(env map[string]string, proxyURL string) map[string]string {
 	out := map[string]string{}
 	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-		out[name] = ProxyURL(subnet)
+		out[name] = proxyURL
 	}
 	out["NO_PROXY"], out["no_proxy"] = "localhost,127.0.0.1", "localhost,127.0.0.1"
 	for name, value := range env {
@@ -262,6 +280,9 @@ type ProxyInput struct {
 	// UID is the user the proxy runs as: sbx's own, or nobody when sbx runs as root.
 	UID, GID int
 	Labels   map[string]string
+	// Socket makes the proxy listen on ProxySocket in its directory's egressSocketSubdir,
+	// on the outward network alone, rather than on Subnet (egressOverSocket).
+	Socket bool
 }
 
 // ProxySpec is the proxy container of a sandbox: sbx's binary, read-only, on sbx's helper
@@ -272,13 +293,17 @@ type ProxyInput struct {
 // through); its log directory is writable (it rotates the log there).
 func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	proxy, _ := egressAddrs(in.Subnet)
+	listen, netMode := netip.AddrPortFrom(proxy, ProxyPort).String(), EgressNetworkName(in.Name)
+	if in.Socket {
+		listen, netMode = "unix:"+proxyDir+"/"+egressSocketSubdir+"/"+ProxySocket, OutwardNetwork
+	}
 	labels := map[string]string{LabelRole: roleProxy}
 	for k, v := range in.Labels {
 		labels[k] = v
 	}
 	stop := 2
 	cfg := helperSpec(&container.Config{
-		Cmd: []string{"egress", "proxy", "--sandbox", in.Name, "--listen", netip.AddrPortFrom(proxy, ProxyPort).String(),
+		Cmd: []string{"egress", "proxy", "--sandbox", in.Name, "--listen", listen,
 			"--rules", proxyRulesDir + "/" + EgressRulesFile, "--log", proxyDir + "/" + EgressLogFile, "--ready", proxyDir + "/" + proxyReady},
 		User:        strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
 		Labels:      labels,
@@ -291,7 +316,7 @@ func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *networ
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges:true", "seccomp=" + seccomp},
-		NetworkMode:    container.NetworkMode(EgressNetworkName(in.Name)),
+		NetworkMode:    container.NetworkMode(netMode),
 		Init:           &init,
 		RestartPolicy:  container.RestartPolicy{Name: container.RestartPolicyDisabled},
 		LogConfig:      container.LogConfig{Type: logDriver, Config: map[string]string{"max-size": logMaxSize, "max-file": "1"}},
@@ -306,6 +331,9 @@ func ProxySpec(in ProxyInput) (*container.Config, *container.HostConfig, *networ
 	net := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		EgressNetworkName(in.Name): {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: proxy.String()}},
 	}}
+	if in.Socket {
+		net = &network.NetworkingConfig{}
+	}
 	return cfg, host, net
 }
 
@@ -383,7 +411,9 @@ func (m *Manager) egressInternal(ctx context.Context, subnet netip.Prefix) ([]st
 		}
 	}
 	add(EgressRange.String())
-	add(subnet.String())
+	if subnet.IsValid() {
+		add(subnet.String())
+	}
 	return out, nil
 }
 
@@ -396,21 +426,50 @@ func proxyUser() (uid, gid int) {
 	return os.Getuid(), os.Getgid()
 }
 
-// createEgress makes sandbox in's egress network, rules file and proxy container, and
-// returns the subnet; a proxy an earlier create left is removed first, so it runs this
+// egressOverSocket reports whether a sandbox on an engine of kind reaches its proxy through
+// a Unix socket, with no network of its own, rather than over a network it shares with the
+// proxy alone. A rootful Podman's networks, internal ones too, give this machine an address
+// on them (Docker's inhibit_ipv4 has no Podman counterpart: a way to the host's services
+// past the proxy) and get no forwarding rule, so the sandbox's traffic to its proxy is the
+// host firewall's to judge (measured on 4.3 with netavark: beside Docker, whose FORWARD
+// policy is DROP, the connect times out). A rootless Podman's networks live in its own
+// network namespace, where that address is not this machine's.
+func egressOverSocket(kind engine.Kind) bool {
+	return kind.Product == engine.ProductPodman && !kind.Rootless
+}
+
+// EgressPath says how a sandbox with egress rules reaches its proxy on an engine of kind,
+// for explain.
+func EgressPath(kind engine.Kind) string {
+	if egressOverSocket(kind) {
+		return "the proxy's socket, which sbx's agent relays " + ProxyLoopback + " to: the sandbox has no network (a rootful Podman's networks give this machine an address on them)"
+	}
+	return "an internal network it shares with its proxy alone"
+}
+
+// createEgress makes sandbox in's way to its proxy (a network, with in.EgressSubnet set to
+// its subnet, or the directory of the proxy's socket, in.EgressSocketDir), its rules file
+// and its proxy container; a proxy an earlier create left is removed first, so it runs this
 // sbx with these rules.
-func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix, error) {
+func (m *Manager) createEgress(ctx context.Context, in *SpecInput) error {
 	if m.State == nil {
-		return netip.Prefix{}, errs.Failure(fmt.Errorf("sandbox %q: egress needs sbx's state directory for the proxy's rules and log", in.Name), "")
+		return errs.Failure(fmt.Errorf("sandbox %q: egress needs sbx's state directory for the proxy's rules and log", in.Name), "")
 	}
 	bin, err := os.Executable()
 	if err != nil {
-		return netip.Prefix{}, errs.Failure(fmt.Errorf("sandbox %q: finding sbx's own binary for its proxy: %w", in.Name, err), "")
+		return errs.Failure(fmt.Errorf("sandbox %q: finding sbx's own binary for its proxy: %w", in.Name, err), "")
 	}
-	labels := egressLabels(in)
-	subnet, err := m.ensureEgressNetwork(ctx, in.Name, labels)
+	f, err := m.facts(ctx)
 	if err != nil {
-		return subnet, err
+		return err
+	}
+	socket := egressOverSocket(f.kind)
+	labels := egressLabels(*in)
+	var subnet netip.Prefix
+	if !socket {
+		if subnet, err = m.ensureEgressNetwork(ctx, in.Name, labels); err != nil {
+			return err
+		}
 	}
 	dir := m.State.EgressDir(in.Name)
 	uid, gid := proxyUser()
@@ -418,54 +477,63 @@ func (m *Manager) createEgress(ctx context.Context, in SpecInput) (netip.Prefix,
 	if err == nil && os.Getuid() == 0 {
 		err = os.Chown(dir, uid, gid) // the proxy writes its log and ready file there
 	}
+	if err == nil && socket {
+		// The proxy makes its socket there (0666: the sandbox's user is not the proxy's),
+		// a stale one from an earlier start included.
+		sockDir := m.State.egressSocketDir(in.Name)
+		if err = os.MkdirAll(sockDir, 0o755); err == nil && os.Getuid() == 0 {
+			err = os.Chown(sockDir, uid, gid)
+		}
+	}
 	if err != nil {
-		return subnet, errs.Failure(fmt.Errorf("sandbox %q: making its egress directory: %w", in.Name, err), "")
+		return errs.Failure(fmt.Errorf("sandbox %q: making its egress directory: %w", in.Name, err), "")
 	}
 	if err := m.ensureOutwardNetwork(ctx); err != nil {
-		return subnet, err
+		return err
 	}
 	internal, err := m.egressInternal(ctx, subnet)
 	if err != nil {
-		return subnet, err
+		return err
 	}
 	// Owned by the host's user, who alone writes it; the proxy (nobody, when sbx is root)
 	// reads it.
 	if err := os.MkdirAll(filepath.Join(dir, egressRulesDir), 0o755); err != nil {
-		return subnet, errs.Failure(fmt.Errorf("sandbox %q: making its egress rules directory: %w", in.Name, err), "")
+		return errs.Failure(fmt.Errorf("sandbox %q: making its egress rules directory: %w", in.Name, err), "")
 	}
 	if err := m.ensureHelperImage(ctx); err != nil {
-		return subnet, err
+		return err
 	}
 	if err := egress.WriteFile(m.State.egressRules(in.Name), egress.File{Allow: in.Config.Egress, Internal: internal}); err != nil {
-		return subnet, errs.Failure(fmt.Errorf("sandbox %q: writing its egress rules: %w", in.Name, err), "")
+		return errs.Failure(fmt.Errorf("sandbox %q: writing its egress rules: %w", in.Name, err), "")
 	}
 	if err := m.removeProxy(ctx, in.Name); err != nil {
-		return subnet, err
-	}
-	f, err := m.facts(ctx)
-	if err != nil {
-		return subnet, err
+		return err
 	}
 	if f.kind.Rootless {
 		// The engine's user namespace maps its root, not the user's uid, to the user who owns
 		// the directory; without capabilities that root is no stronger than the user.
 		uid, gid = 0, 0
 	}
-	cfg, host, netCfg := ProxySpec(ProxyInput{Name: in.Name, Binary: bin, Dir: dir, Subnet: subnet, UID: uid, GID: gid, Labels: labels})
+	cfg, host, netCfg := ProxySpec(ProxyInput{Name: in.Name, Binary: bin, Dir: dir, Subnet: subnet, UID: uid, GID: gid, Labels: labels, Socket: socket})
 	if err := m.engineSecurityOpts(ctx, host); err != nil {
-		return subnet, err
+		return err
 	}
 	if err := m.engineHostDirs(ctx, host); err != nil {
-		return subnet, err
+		return err
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, netCfg, nil, ProxyName(in.Name))
 	if err != nil {
-		return subnet, engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)
+		return engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)
+	}
+	if socket {
+		in.EgressSocketDir = m.State.egressSocketDir(in.Name)
+		return nil
 	}
 	if err := m.Engine.NetworkConnect(ctx, OutwardNetwork, resp.ID, nil); err != nil {
-		return subnet, engineErr(fmt.Sprintf("connecting the egress proxy of sandbox %q to the %s network", in.Name, OutwardNetwork), err)
+		return engineErr(fmt.Sprintf("connecting the egress proxy of sandbox %q to the %s network", in.Name, OutwardNetwork), err)
 	}
-	return subnet, nil
+	in.EgressSubnet = subnet
+	return nil
 }
 
 // proxyReadyWait bounds how long a start waits for the proxy to listen.

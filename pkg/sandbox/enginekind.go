@@ -301,26 +301,20 @@ func (m *Manager) engineHostDirs(ctx context.Context, host *container.HostConfig
 // checkEngineSupport refuses, before anything is made, what sbx cannot yet make hold on
 // the engine, rather than a sandbox that silently lacks it: a rw or overlay workspace on a
 // rootless engine whose sandbox user is not the engine's (so not mapped to a uid that owns
-// the project: engineUser); egress on a rootful Podman, whose networks, internal ones too,
-// give the host an address (Docker's inhibit_ipv4 has no Podman counterpart) and get no
-// forwarding rule, so the sandbox's traffic to its proxy is the host firewall's to judge
-// (measured on 4.3 with netavark: beside Docker, whose FORWARD policy is DROP, the
-// sandbox's connect to its proxy times out). A rootless Podman's networks live in
-// its own network namespace, where that address is not this machine's.
+// the project: engineUser); egress where the sandbox reaches its proxy through a socket
+// (egressOverSocket) and gets no agent to relay to it.
 func (m *Manager) checkEngineSupport(ctx context.Context, name string, cfg config.Config) error {
-	f, err := m.facts(ctx)
-	if err != nil {
-		return err
-	}
 	if _, _, err := m.engineUser(ctx, cfg); err != nil {
 		return errs.Failure(fmt.Errorf("creating sandbox %q: %w", name, err),
 			"leave user: unset (the project's owner, you) or set it to your uid:gid; or use workspace: ro and copy results out with sbx cp")
 	}
-	if len(cfg.Egress) == 0 {
-		return nil
+	f, err := m.facts(ctx)
+	if err != nil {
+		return err
 	}
-	if f.kind.Product == engine.ProductPodman && !f.kind.Rootless {
-		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s: a rootful Podman's networks, internal ones too, put an address of this machine's on them, and the sandbox's connection to its proxy crosses this machine's firewall (Docker's FORWARD policy, DROP when Docker runs beside it, drops it)", name, f.kind),
+	if len(cfg.Egress) > 0 && egressOverSocket(f.kind) && m.agentDir(name, cfg) == "" {
+		return errs.Failure(fmt.Errorf("creating sandbox %q: egress on %s needs sbx's agent in the sandbox, to relay %s to its proxy's socket (the sandbox has no network), and it gets none: %s",
+			name, f.kind, ProxyLoopback, m.noAgentReason(cfg)),
 			"use network: none, or rootless Podman or Docker for an egress allowlist")
 	}
 	return nil

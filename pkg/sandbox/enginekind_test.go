@@ -121,8 +121,8 @@ func TestPodmanGetsTheSeccompProfileAsAFile(t *testing.T) {
 	}
 }
 
-// What sbx cannot yet make hold on an engine is refused before anything is made: egress on
-// a rootful Podman (the engine matrix makes it on rootless ones).
+// What sbx cannot yet make hold on an engine is refused before anything is made: a rw or
+// overlay workspace as a user a rootless engine does not map to itself.
 func TestCreateRefusedWhatTheEngineCannotHold(t *testing.T) {
 	podman := types.Version{Version: "4.3.1", Components: []types.ComponentVersion{{Name: "Podman Engine", Version: "4.3.1"}}}
 	rootful := system.Info{CgroupVersion: "2", MemoryLimit: true, CPUCfsQuota: true, PidsLimit: true}
@@ -136,8 +136,8 @@ func TestCreateRefusedWhatTheEngineCannotHold(t *testing.T) {
 		egress    []string
 		want      string
 	}{
-		{"egress on rootful Podman", podman, rootful, "ro", []string{"deb.debian.org"}, "egress on rootful Podman 4.3.1 (cgroup v2): a rootful Podman's networks, internal ones too, put an address of this machine's on them"},
-
+		{"rw on rootless Podman as another user", podman, rootless, "rw", nil, "is not the engine's user"},
+		{"egress on rootful Podman", podman, rootful, "ro", []string{"deb.debian.org"}, "needs sbx's agent in the sandbox"},
 		{"ro on rootless Docker", types.Version{Version: "20.10.24"}, rootless, "ro", nil, ""},
 		{"rw on rootful Podman", podman, rootful, "rw", nil, ""},
 	} {

@@ -100,6 +100,9 @@ func TestCreateGVisorRunsTheAgent(t *testing.T) {
 			}
 			in := specInput()
 			in.Config.Isolation = config.IsolationGVisor
+			// The agent runs on the host here, whose cgroups hold none of a sandbox's limits
+			// (under gVisor it reads no cgroup files at all).
+			in.Config.Memory, in.Config.MemorySwap, in.Config.CPUs = 0, 0, 0
 			m := fakeManager(t, fake)
 			// A short path: the agent binds its socket by name, at most 107 bytes.
 			state, err := os.MkdirTemp("", "sbx-gv-")
@@ -121,7 +124,7 @@ func TestCreateGVisorRunsTheAgent(t *testing.T) {
 			res.Lease.Release()
 
 			if host.Runtime != config.GVisorRuntime || cfg.Labels[sandbox.LabelAgent] != agent.Version() ||
-				!slices.Equal(cfg.Cmd, agent.Cmd(sandbox.AgentBinaryPath, sandbox.AgentMountPath, 0, "", true)) {
+				!slices.Equal(cfg.Cmd, agent.Cmd(sandbox.AgentBinaryPath, sandbox.AgentMountPath, 0, "", true, "")) {
 				t.Fatalf("runtime %q, agent label %q, cmd %q", host.Runtime, cfg.Labels[sandbox.LabelAgent], cfg.Cmd)
 			}
 			i := slices.IndexFunc(host.Mounts, func(m mount.Mount) bool { return m.Target == sandbox.AgentMountPath })

@@ -542,7 +542,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		return nil, err
 	}
 	if len(in.Config.Egress) > 0 {
-		if in.EgressSubnet, err = m.createEgress(ctx, in); err != nil {
+		if err = m.createEgress(ctx, &in); err != nil {
 			_ = m.removeEgress(context.WithoutCancel(ctx), in.Name, false)
 			return nil, err
 		}

@@ -66,6 +66,16 @@ func (m *Manager) derive(ctx context.Context, in SpecInput, base image.InspectRe
 	if m.State == nil {
 		return "", errs.Failure(fmt.Errorf("sandbox %q: building its setup needs sbx's state directory for the build's proxy", in.Name), "")
 	}
+	f, err := m.facts(ctx)
+	if err != nil {
+		return "", err
+	}
+	if egressOverSocket(f.kind) {
+		// A build runs the image's own programs, with no agent to relay to the proxy's
+		// socket: it could reach its proxy only over a network, which here is the host's.
+		return "", errs.Failure(fmt.Errorf("sandbox %q: building its setup on %s: a build reaches its proxy over a network of the engine's, and a rootful Podman's networks put an address of this machine's on them", in.Name, f.kind),
+			"build the image yourself (podman build) and name it in image:, or use rootless Podman or Docker for setup:")
+	}
 	name := setupBuildName(tag)
 	if err := os.MkdirAll(m.State.Dir, 0o700); err != nil {
 		return "", errs.Failure(fmt.Errorf("sandbox %q: making sbx's state directory: %w", in.Name, err), "")
@@ -84,8 +94,7 @@ func (m *Manager) derive(ctx context.Context, in SpecInput, base image.InspectRe
 	build := SpecInput{Name: name, ProjectRoot: in.ProjectRoot, Version: in.Version, CreatedAt: m.Now(), ExtraLabels: in.ExtraLabels,
 		Config: config.Config{Image: in.Config.Image, Egress: SetupEgress(in.Config)}}
 	defer func() { _ = m.removeEgress(context.WithoutCancel(ctx), name, true) }()
-	subnet, err := m.createEgress(ctx, build)
-	if err != nil {
+	if err := m.createEgress(ctx, &build); err != nil {
 		return "", err
 	}
 	if err := m.startProxy(ctx, name); err != nil {
@@ -97,6 +106,6 @@ func (m *Manager) derive(ctx context.Context, in SpecInput, base image.InspectRe
 	}
 	return imgs.Derive(ctx, imagebuild.DeriveInput{
 		Base: in.Config.Image, BaseID: base.ID, BaseUser: user, Setup: setup, CACerts: in.CACerts,
-		Network: EgressNetworkName(name), Proxy: ProxyURL(subnet), Progress: m.BuildProgress,
+		Network: EgressNetworkName(name), Proxy: ProxyURL(build.EgressSubnet), Progress: m.BuildProgress,
 	})
 }

@@ -150,6 +150,10 @@ type SpecInput struct {
 	// Config.Egress is set (Manager.create makes it); the sandbox and the proxy have fixed
 	// addresses in it. It stays out of the config hash: where the subnet lies shapes nothing.
 	EgressSubnet netip.Prefix
+	// EgressSocketDir is the host directory of the proxy's socket (egressSocketDir), set
+	// instead of EgressSubnet where the sandbox reaches its proxy through that socket, with
+	// no network at all (egressOverSocket): its agent relays ProxyLoopback to it.
+	EgressSocketDir string
 	// OverlayDir holds the sandbox's overlay layers (overlay.Layers) in workspace mode
 	// overlay; Manager.create sets it. It stays out of the config hash.
 	OverlayDir string
@@ -186,12 +190,18 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 	if cfg.CACerts != "" && in.CADir == "" {
 		return nil, fmt.Errorf("caCerts %s: no directory given for the bundle", cfg.CACerts)
 	}
-	if len(cfg.Egress) > 0 && !in.EgressSubnet.IsValid() {
+	if len(cfg.Egress) > 0 && !in.EgressSubnet.IsValid() && in.EgressSocketDir == "" {
 		return nil, fmt.Errorf("egress: no network given for the sandbox and its proxy")
 	}
+	if in.EgressSocketDir != "" && in.AgentDir == "" {
+		return nil, fmt.Errorf("egress through the proxy's socket needs sbx's agent in the sandbox, to relay %s to it", ProxyLoopback)
+	}
 	envMap := caEnv(cfg)
-	if len(cfg.Egress) > 0 {
-		envMap = egressEnv(envMap, in.EgressSubnet)
+	switch {
+	case in.EgressSocketDir != "":
+		envMap = egressEnv(envMap, "http://"+ProxyLoopback)
+	case len(cfg.Egress) > 0:
+		envMap = egressEnv(envMap, ProxyURL(in.EgressSubnet))
 	}
 	env, err := containerEnv(envMap, in.OneOffEnv)
 	if err != nil {
@@ -306,7 +316,14 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 			path = ToolboxMountPath + "/bin"
 		}
 		ownSocket := agentOwnsSocket(cfg.Isolation)
-		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop, path, ownSocket)
+		forward := ""
+		if in.EgressSocketDir != "" {
+			forward = ProxyLoopback + "=" + EgressSocketMountPath + "/" + ProxySocket
+			// Read-only: connecting to a socket needs no write access.
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.EgressSocketDir, Target: EgressSocketMountPath, ReadOnly: true,
+				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
+		}
+		spec.Container.Cmd = agent.Cmd(AgentBinaryPath, AgentMountPath, cfg.IdleStop, path, ownSocket, forward)
 		// Read-only: sbx makes the sockets on the host, and nothing in the sandbox, whatever
 		// its uid, can store a byte there or change a mode (EROFS). But for an agent that
 		// binds its socket itself, under gVisor (gvisoragent.go).
@@ -358,7 +375,10 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 		},
 	}
 	spec.Network = &network.NetworkingConfig{}
-	if len(cfg.Egress) > 0 {
+	switch {
+	case in.EgressSocketDir != "":
+		spec.Host.NetworkMode = "none"
+	case len(cfg.Egress) > 0:
 		_, addr := egressAddrs(in.EgressSubnet)
 		spec.Host.NetworkMode = container.NetworkMode(EgressNetworkName(in.Name))
 		spec.Network.EndpointsConfig = map[string]*network.EndpointSettings{

@@ -365,7 +365,7 @@ func TestBuildSpecAgent(t *testing.T) {
 		t.Fatalf("no AgentDir, yet cmd %q labels %v", plain.Container.Cmd, plain.Container.Labels)
 	}
 	spec := buildTestSpec(t, func(in *SpecInput) { in.AgentDir = "/state/agent/app-1a2b3c" })
-	if want := agent.Cmd(AgentBinaryPath, AgentMountPath, 0, "", false); !slices.Equal(spec.Container.Cmd, want) {
+	if want := agent.Cmd(AgentBinaryPath, AgentMountPath, 0, "", false, ""); !slices.Equal(spec.Container.Cmd, want) {
 		t.Errorf("cmd %q, want %q", spec.Container.Cmd, want)
 	}
 	if spec.Container.Labels[LabelAgent] != agent.Version() {

@@ -52,6 +52,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -83,6 +84,8 @@ type Options struct {
 	// OwnSocket makes the agent bind Dir/agent.sock itself (agent.OwnSocket) rather than
 	// take the listener sbx hands over.
 	OwnSocket bool
+	// Forward, "ADDR:PORT=SOCKET", relays connections to ADDR:PORT to SOCKET (agent.Forward).
+	Forward string
 }
 
 // Main runs the agent with the arguments after agent.Mode (agent.OwnSocket or not, the
@@ -96,8 +99,11 @@ func Main(args []string, env []string, stderr io.Writer, now func() time.Time) i
 	if len(args) > 0 && args[0] == agent.OwnSocket {
 		opts.OwnSocket, args = true, args[1:]
 	}
+	if len(args) > 0 && strings.HasPrefix(args[0], agent.Forward) {
+		opts.Forward, args = strings.TrimPrefix(args[0], agent.Forward), args[1:]
+	}
 	if len(args) < 1 || len(args) > 3 {
-		fmt.Fprintln(stderr, "sbx-agent: usage: sbx "+agent.Mode+" ["+agent.OwnSocket+"] DIR [IDLE_STOP_MS [PATH_DIR]]")
+		fmt.Fprintln(stderr, "sbx-agent: usage: sbx "+agent.Mode+" ["+agent.OwnSocket+"] ["+agent.Forward+"ADDR:PORT=SOCKET] DIR [IDLE_STOP_MS [PATH_DIR]]")
 		return 2
 	}
 	opts.Dir = args[0]
@@ -188,6 +194,12 @@ func Run(opts Options) error {
 		}
 	}()
 	s.watch(s.wakeR, unix.EPOLLIN, handler{fn: s.reap})
+	if opts.Forward != "" {
+		// Before any command can run: the sandbox's first request finds it listening.
+		if _, err := forward(opts.Forward, s.logf); err != nil {
+			return err
+		}
+	}
 	warmThreads()
 	if opts.OwnSocket {
 		s.lst = s.bindListener()
