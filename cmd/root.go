@@ -79,57 +79,75 @@ privilege escalation, and hard CPU, memory and process limits.`,
 	pf.BoolVar(&f.Global.Debug, "debug", false, "log every Docker API call, and why a command does not go through the agent, to stderr")
 	pf.BoolVarP(&f.Global.Quiet, "quiet", "q", false, "print no progress messages")
 
-	for _, c := range subcommands {
-		if first == "" || !slices.Contains(c.names, first) {
-			continue
-		}
-		root.AddCommand(c.build(f))
-		return root
+	root.AddGroup(commandGroups...)
+	root.SetHelpCommandGroupID("diag")
+	root.SetCompletionCommandGroupID("diag")
+	add := func(i int) {
+		cmd := subcommands[i].build(f)
+		cmd.GroupID = subcommands[i].group
+		root.AddCommand(cmd)
 	}
-	for _, c := range subcommands {
-		root.AddCommand(c.build(f))
+	for i, c := range subcommands {
+		if first != "" && slices.Contains(c.names, first) {
+			add(i)
+			return root
+		}
+	}
+	for i := range subcommands {
+		add(i)
 	}
 	return root
+}
+
+// commandGroups are the headings of sbx --help, in order, as gh groups its commands.
+var commandGroups = []*cobra.Group{
+	{ID: "run", Title: "Running code:"},
+	{ID: "sandboxes", Title: "Sandboxes:"},
+	{ID: "review", Title: "Workspace review:"},
+	{ID: "network", Title: "Network:"},
+	{ID: "images", Title: "Images:"},
+	{ID: "diag", Title: "Setup and diagnosis:"},
 }
 
 // subcommands are sbx's commands, each under its name and aliases (TestSubcommandNames holds
 // the names to the commands').
 var subcommands = []struct {
 	names []string
+	group string // its heading in sbx --help (commandGroups); "" for a hidden command
 	build func(*cmdutil.Factory) *cobra.Command
 }{
-	{[]string{"create"}, func(f *cmdutil.Factory) *cobra.Command { return create.NewCmdCreate(f, nil) }},
-	{[]string{"exec"}, func(f *cmdutil.Factory) *cobra.Command { return exec.NewCmdExec(f, nil) }},
-	{[]string{"cp"}, func(f *cmdutil.Factory) *cobra.Command { return cp.NewCmdCp(f, nil) }},
-	{[]string{"ls", "list"}, func(f *cmdutil.Factory) *cobra.Command { return ls.NewCmdLs(f, nil) }},
-	{[]string{"stop"}, func(f *cmdutil.Factory) *cobra.Command { return stop.NewCmdStop(f, nil) }},
-	{[]string{"rm"}, func(f *cmdutil.Factory) *cobra.Command { return rm.NewCmdRm(f, nil) }},
-	{[]string{"diff"}, func(f *cmdutil.Factory) *cobra.Command { return diff.NewCmdDiff(f, nil) }},
-	{[]string{"apply"}, func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmdApply(f, nil) }},
-	{[]string{"discard"}, func(f *cmdutil.Factory) *cobra.Command { return discard.NewCmdDiscard(f, nil) }},
-	{[]string{"sync"}, func(f *cmdutil.Factory) *cobra.Command { return sync.NewCmdSync(f, nil) }},
-	{[]string{"checkpoint"}, func(f *cmdutil.Factory) *cobra.Command { return checkpoint.NewCmdCheckpoint(f, nil) }},
-	{[]string{"rollback"}, func(f *cmdutil.Factory) *cobra.Command { return rollback.NewCmdRollback(f, nil) }},
-	{[]string{"prune"}, func(f *cmdutil.Factory) *cobra.Command { return prune.NewCmdPrune(f, nil) }},
-	{[]string{"version"}, func(f *cmdutil.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) }},
-	{[]string{"doctor"}, func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmdDoctor(f, nil) }},
-	{[]string{"explain"}, func(f *cmdutil.Factory) *cobra.Command { return explain.NewCmdExplain(f, nil) }},
-	{[]string{"config"}, configcmd.NewCmdConfig},
-	{[]string{"image"}, image.NewCmdImage},
-	{[]string{"browser"}, func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdBrowser(f, nil) }},
-	{[]string{"browser-relay"}, func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdRelay(f, nil) }},
-	{[]string{"run"}, func(f *cmdutil.Factory) *cobra.Command { return run.NewCmdRun(f, nil) }},
-	{[]string{"ps"}, func(f *cmdutil.Factory) *cobra.Command { return ps.NewCmdPs(f, nil) }},
-	{[]string{"logs"}, func(f *cmdutil.Factory) *cobra.Command { return logs.NewCmdLogs(f, nil) }},
-	{[]string{"trust"}, func(f *cmdutil.Factory) *cobra.Command { return trust.NewCmdTrust(f, nil) }},
-	{[]string{"kill"}, func(f *cmdutil.Factory) *cobra.Command { return kill.NewCmdKill(f, nil) }},
-	{[]string{"mcp"}, func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmdMCP(f, nil) }},
-	{[]string{"pause"}, func(f *cmdutil.Factory) *cobra.Command { return pause.NewCmdPause(f, nil) }},
-	{[]string{"resume"}, func(f *cmdutil.Factory) *cobra.Command { return pause.NewCmdResume(f, nil) }},
-	{[]string{"stats"}, func(f *cmdutil.Factory) *cobra.Command { return stats.NewCmdStats(f, nil) }},
-	{[]string{"sh"}, func(f *cmdutil.Factory) *cobra.Command { return sh.NewCmdSh(f, nil) }},
-	{[]string{"egress"}, egresscmd.NewCmdEgress},
-	{[]string{"port-forward"}, func(f *cmdutil.Factory) *cobra.Command { return portforward.NewCmdPortForward(f, nil) }},
-	{[]string{"pool"}, pool.NewCmdPool},
-	{[]string{"helper"}, helper.NewCmdHelper},
+	{[]string{"create"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return create.NewCmdCreate(f, nil) }},
+	{[]string{"exec"}, "run", func(f *cmdutil.Factory) *cobra.Command { return exec.NewCmdExec(f, nil) }},
+	{[]string{"cp"}, "review", func(f *cmdutil.Factory) *cobra.Command { return cp.NewCmdCp(f, nil) }},
+	{[]string{"ls", "list"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return ls.NewCmdLs(f, nil) }},
+	{[]string{"stop"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return stop.NewCmdStop(f, nil) }},
+	{[]string{"rm"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return rm.NewCmdRm(f, nil) }},
+	{[]string{"diff"}, "review", func(f *cmdutil.Factory) *cobra.Command { return diff.NewCmdDiff(f, nil) }},
+	{[]string{"apply"}, "review", func(f *cmdutil.Factory) *cobra.Command { return apply.NewCmdApply(f, nil) }},
+	{[]string{"discard"}, "review", func(f *cmdutil.Factory) *cobra.Command { return discard.NewCmdDiscard(f, nil) }},
+	{[]string{"sync"}, "review", func(f *cmdutil.Factory) *cobra.Command { return sync.NewCmdSync(f, nil) }},
+	{[]string{"checkpoint"}, "review", func(f *cmdutil.Factory) *cobra.Command { return checkpoint.NewCmdCheckpoint(f, nil) }},
+	{[]string{"rollback"}, "review", func(f *cmdutil.Factory) *cobra.Command { return rollback.NewCmdRollback(f, nil) }},
+	{[]string{"prune"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return prune.NewCmdPrune(f, nil) }},
+	{[]string{"version"}, "diag", func(f *cmdutil.Factory) *cobra.Command { return version.NewCmdVersion(f, nil) }},
+	{[]string{"doctor"}, "diag", func(f *cmdutil.Factory) *cobra.Command { return doctor.NewCmdDoctor(f, nil) }},
+	{[]string{"explain"}, "diag", func(f *cmdutil.Factory) *cobra.Command { return explain.NewCmdExplain(f, nil) }},
+	{[]string{"config"}, "diag", configcmd.NewCmdConfig},
+	{[]string{"image"}, "images", image.NewCmdImage},
+	{[]string{"browser"}, "run", func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdBrowser(f, nil) }},
+	{[]string{"browser-relay"}, "", func(f *cmdutil.Factory) *cobra.Command { return browser.NewCmdRelay(f, nil) }},
+	{[]string{"run"}, "run", func(f *cmdutil.Factory) *cobra.Command { return run.NewCmdRun(f, nil) }},
+	{[]string{"ps"}, "run", func(f *cmdutil.Factory) *cobra.Command { return ps.NewCmdPs(f, nil) }},
+	{[]string{"logs"}, "run", func(f *cmdutil.Factory) *cobra.Command { return logs.NewCmdLogs(f, nil) }},
+	{[]string{"trust"}, "diag", func(f *cmdutil.Factory) *cobra.Command { return trust.NewCmdTrust(f, nil) }},
+	{[]string{"kill"}, "run", func(f *cmdutil.Factory) *cobra.Command { return kill.NewCmdKill(f, nil) }},
+	{[]string{"mcp"}, "run", func(f *cmdutil.Factory) *cobra.Command { return mcp.NewCmdMCP(f, nil) }},
+	{[]string{"pause"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return pause.NewCmdPause(f, nil) }},
+	{[]string{"resume"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return pause.NewCmdResume(f, nil) }},
+	{[]string{"stats"}, "sandboxes", func(f *cmdutil.Factory) *cobra.Command { return stats.NewCmdStats(f, nil) }},
+	{[]string{"sh"}, "run", func(f *cmdutil.Factory) *cobra.Command { return sh.NewCmdSh(f, nil) }},
+	{[]string{"egress"}, "network", egresscmd.NewCmdEgress},
+	{[]string{"port-forward"}, "network", func(f *cmdutil.Factory) *cobra.Command { return portforward.NewCmdPortForward(f, nil) }},
+	{[]string{"pool"}, "sandboxes", pool.NewCmdPool},
+	{[]string{"helper"}, "", helper.NewCmdHelper},
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -26,9 +27,9 @@ type configFlag struct {
 }
 
 var configFlagList = []configFlag{
-	{flag: "profile", key: "profile", usage: "bundled image and settings, `NAME`: sandbox, common or browser"},
+	{flag: "profile", key: "profile", usage: "bundled image and settings, `NAME`: {values}"},
 	{flag: "image", key: "image", usage: "`IMAGE` to run instead of the profile's"},
-	{flag: "workspace", key: "workspace", usage: "project root at /workspace, `MODE`: none, ro or rw"},
+	{flag: "workspace", key: "workspace", usage: "project root at /workspace, `MODE`: {values}"},
 	{flag: "network", key: "network", usage: "`NETWORK`: none, bridge or a user-defined network"},
 	{flag: "memory", key: "memory", usage: "memory limit `SIZE` such as 512m or 2g"},
 	{flag: "cpus", key: "cpus", usage: "CPU limit `N` such as 1.5"},
@@ -42,6 +43,16 @@ var configFlagList = []configFlag{
 	{flag: "idle-stop", key: "idleStop", usage: "stop the sandbox after `DURATION` unused, such as 15m (0: never)"},
 }
 
+// usageOf is f's usage, "{values}" in it replaced by the values the config resolver takes
+// for its key ("none, ro, rw or overlay"), so that the help names every one.
+func (f configFlag) usageOf() string {
+	vs := config.Values(f.key)
+	if len(vs) == 0 {
+		return f.usage
+	}
+	return strings.Replace(f.usage, "{values}", strings.Join(vs[:len(vs)-1], ", ")+" or "+vs[len(vs)-1], 1)
+}
+
 // AddConfigFlags adds --profile --image --workspace --network --memory --cpus --pids-limit
 // --env --egress --bind --user --isolation --runtime --idle-stop to fs, but those named in omit (a command whose
 // flag of that name means something else). Values are checked by the config resolver, so a
@@ -53,9 +64,9 @@ func AddConfigFlags(fs *pflag.FlagSet, omit ...string) *ConfigFlags {
 		case slices.Contains(omit, f.flag):
 		case f.list:
 			c.lists[f.flag] = new([]string)
-			ListVarP(fs, c.lists[f.flag], f.flag, "", f.usage)
+			ListVarP(fs, c.lists[f.flag], f.flag, "", f.usageOf())
 		default:
-			fs.String(f.flag, "", f.usage)
+			fs.String(f.flag, "", f.usageOf())
 		}
 	}
 	return c

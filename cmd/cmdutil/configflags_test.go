@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -83,5 +84,23 @@ func TestResolveConfigUsesTheFactory(t *testing.T) {
 	var verr *config.ValidationError
 	if _, err := ResolveConfig(f, ""); !errors.As(err, &verr) {
 		t.Errorf("missing --config file: %v", err)
+	}
+}
+
+// A flag of a key with a fixed set of values names every one of them in its help.
+func TestConfigFlagsNameEveryValue(t *testing.T) {
+	for _, f := range configFlagList {
+		usage := f.usageOf()
+		if strings.Contains(usage, "{values}") {
+			t.Errorf("--%s: %q", f.flag, usage)
+		}
+		for _, v := range config.Values(f.key) {
+			if !strings.Contains(usage, v) {
+				t.Errorf("--%s: %q does not name %s", f.flag, usage, v)
+			}
+		}
+	}
+	if got := (configFlag{key: "workspace", usage: "`MODE`: {values}"}).usageOf(); got != "`MODE`: none, ro, rw or overlay" {
+		t.Errorf("workspace: %q", got)
 	}
 }

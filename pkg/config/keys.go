@@ -301,6 +301,16 @@ type KeyInfo struct {
 	Values      []string `json:"values,omitempty"`
 }
 
+// Values lists the values key takes, for a key with a fixed set of them; nil otherwise.
+func Values(key string) []string {
+	for _, k := range registry {
+		if k.name == key {
+			return slices.Clone(k.enum)
+		}
+	}
+	return nil
+}
+
 // Keys lists every configuration key in a stable order.
 func Keys() []KeyInfo {
 	var out []KeyInfo
