@@ -15,7 +15,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/snippet"
 )
 
 // RunOptions are the inputs of "sbx run".
@@ -90,13 +90,13 @@ With --rm the snippet runs in a fresh sandbox that is removed afterwards, as sbx
 				return errs.Usagef("give the code exactly once: -c CODE, -f FILE, or - for stdin")
 			}
 			if opts.Lang == "" && opts.File != "" {
-				opts.Lang, _ = sandbox.LanguageForFile(opts.File)
+				opts.Lang, _ = snippet.ForFile(opts.File)
 			}
 			if opts.Lang == "" {
-				return errs.Usagef("--lang is required").WithHint("use one of " + strings.Join(sandbox.Languages(), ", "))
+				return errs.Usagef("--lang is required").WithHint("use one of " + strings.Join(snippet.Languages(), ", "))
 			}
-			if _, ok := sandbox.LookupLanguage(opts.Lang); !ok {
-				return errs.Usagef("unknown language %q", opts.Lang).WithHint("use one of " + strings.Join(sandbox.Languages(), ", "))
+			if _, ok := snippet.Lookup(opts.Lang); !ok {
+				return errs.Usagef("unknown language %q", opts.Lang).WithHint("use one of " + strings.Join(snippet.Languages(), ", "))
 			}
 			if opts.MaxOutput <= 0 {
 				return errs.Usagef("--max-output must be at least 1 byte")
@@ -112,11 +112,11 @@ With --rm the snippet runs in a fresh sandbox that is removed afterwards, as sbx
 	}
 	fl := cmd.Flags()
 	cmdutil.NameFlag(fl, &opts.Name)
-	fl.StringVarP(&opts.Lang, "lang", "l", "", "`language`: "+strings.Join(sandbox.Languages(), ", ")+" (default: from the -f file's extension)")
+	fl.StringVarP(&opts.Lang, "lang", "l", "", "`language`: "+strings.Join(snippet.Languages(), ", ")+" (default: from the -f file's extension)")
 	fl.StringVarP(&opts.Code, "code", "c", "", "the `code` to run")
 	fl.StringVarP(&opts.File, "file", "f", "", "read the code from `file` on the host")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "terminate the snippet after `duration` (default: the timeout key; 0 = none)")
-	fl.Int64Var(&opts.MaxOutput, "max-output", sandbox.DefaultMaxOutput, "keep at most `N` bytes of each output stream")
+	fl.Int64Var(&opts.MaxOutput, "max-output", snippet.DefaultMaxOutput, "keep at most `N` bytes of each output stream")
 	fl.BoolVar(&opts.JSON, "json", false, "print the result as JSON")
 	fl.BoolVar(&opts.Rm, "rm", false, "run in a fresh sandbox, removed with its volume, network and state afterwards")
 	return cmd
@@ -143,13 +143,13 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return err
 	}
 	defer release()
-	ro := sandbox.RunOptions{Lang: opts.Lang, Code: code, Env: cmdutil.PassEnv(f, r), WorkDir: cmdutil.WorkDir("", r), Timeout: timeout,
+	ro := snippet.Options{Lang: opts.Lang, Code: code, Env: cmdutil.PassEnv(f, r), WorkDir: cmdutil.WorkDir("", r), Timeout: timeout,
 		MaxOutput: opts.MaxOutput, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut}
 	var stdout, stderr bytes.Buffer
 	if opts.JSON {
 		ro.Stdout, ro.Stderr = &stdout, &stderr
 	}
-	res, err := m.Run(ctx, sb, ro)
+	res, err := snippet.Run(ctx, m, sb, ro)
 	_ = m.State.Touch(r.Name)
 	if err != nil {
 		return err
@@ -183,13 +183,13 @@ func readCode(opts *RunOptions) ([]byte, error) {
 			return nil, errs.Usagef("reading the code: %v", err)
 		}
 	default:
-		code, err = io.ReadAll(io.LimitReader(opts.IO.In, sandbox.MaxCodeSize+1))
+		code, err = io.ReadAll(io.LimitReader(opts.IO.In, snippet.MaxCodeSize+1))
 		if err != nil {
 			return nil, errs.Usagef("reading the code from stdin: %v", err)
 		}
 	}
-	if len(code) > sandbox.MaxCodeSize {
-		return nil, errs.Usagef("the code is larger than the %d bytes sbx run accepts", sandbox.MaxCodeSize)
+	if len(code) > snippet.MaxCodeSize {
+		return nil, errs.Usagef("the code is larger than the %d bytes sbx run accepts", snippet.MaxCodeSize)
 	}
 	return code, nil
 }

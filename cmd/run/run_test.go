@@ -13,13 +13,13 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/snippet"
 )
 
 func TestNewCmdRunFlags(t *testing.T) {
 	cmdtest.Flags(t, NewCmdRun, []cmdtest.FlagCase[RunOptions]{
 		{Args: []string{"--lang", "python", "-c", "print(1)"}, Check: func(o *RunOptions) bool {
-			return o.Lang == "python" && o.Code == "print(1)" && o.CodeSet && !o.Stdin && o.File == "" && o.MaxOutput == sandbox.DefaultMaxOutput && !o.TimeoutSet && !o.JSON
+			return o.Lang == "python" && o.Code == "print(1)" && o.CodeSet && !o.Stdin && o.File == "" && o.MaxOutput == snippet.DefaultMaxOutput && !o.TimeoutSet && !o.JSON
 		}},
 		// Empty code is code.
 		{Args: []string{"-n", "web", "-l", "bash", "-c", "", "--timeout", "3s", "--max-output", "10", "--json"}, Check: func(o *RunOptions) bool {
@@ -66,7 +66,7 @@ func TestReadCode(t *testing.T) {
 func TestRunRun(t *testing.T) {
 	e := cmdtest.WithRunning(t, "web")
 	e.AnswerInTurn(t, enginetest.Answer{Stdout: strings.NewReader("2\n")})
-	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "python", Code: "print(1+1)", CodeSet: true, MaxOutput: sandbox.DefaultMaxOutput})
+	err := runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "python", Code: "print(1+1)", CodeSet: true, MaxOutput: snippet.DefaultMaxOutput})
 	if err != nil || e.Out.String() != "2\n" || e.Err.Len() != 0 {
 		t.Errorf("err %v, stdout %q, stderr %q", err, e.Out, e.Err)
 	}
@@ -74,7 +74,7 @@ func TestRunRun(t *testing.T) {
 	// --json reports the output and the exit code, which is also sbx's.
 	e = cmdtest.WithRunning(t, "web")
 	e.AnswerInTurn(t, enginetest.Answer{Stdout: strings.NewReader("out\n"), Stderr: strings.NewReader("err\n"), Code: 3})
-	err = runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "bash", Code: "exit 3", CodeSet: true, MaxOutput: sandbox.DefaultMaxOutput, JSON: true})
+	err = runRun(context.Background(), &RunOptions{IO: e.IO, Factory: e.F, Name: "web", Lang: "bash", Code: "exit 3", CodeSet: true, MaxOutput: snippet.DefaultMaxOutput, JSON: true})
 	var res Result
 	if jerr := json.Unmarshal(e.Out.Bytes(), &res); jerr != nil || res.Stdout != "out\n" || res.Stderr != "err\n" || res.ExitCode != 3 || res.Truncated {
 		t.Errorf("%v: %s", jerr, e.Out)

@@ -18,12 +18,13 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/snippet"
 )
 
 // Limits on what one call may ask for or return.
 const (
 	DefaultMaxOutput = 256 << 10 // bytes of each output stream, unless the call asks otherwise
-	MaxOutput        = sandbox.DefaultMaxOutput
+	MaxOutput        = snippet.DefaultMaxOutput
 	DefaultReadLimit = 256 << 10
 	MaxReadLimit     = 1 << 20
 	MaxWriteSize     = 8 << 20

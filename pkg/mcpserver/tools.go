@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/explain"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/snippet"
 )
 
 // CommandInput is a shell command and where it runs.
@@ -238,7 +239,7 @@ func (s *server) command(in CommandInput) (string, []string, string, error) {
 }
 
 func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
-	if _, err := sandbox.PlanRun(in.Language, []byte(in.Code)); err != nil {
+	if _, err := snippet.NewPlan(in.Language, []byte(in.Code)); err != nil {
 		return ExecOutput{}, err
 	}
 	timeout, limit, err := s.callLimits(in.TimeoutSeconds, in.MaxOutputBytes)
@@ -251,7 +252,7 @@ func (s *server) run(ctx context.Context, in RunInput) (ExecOutput, error) {
 	}
 	defer release()
 	var stdout, stderr bytes.Buffer
-	res, err := m.Run(ctx, sb, sandbox.RunOptions{Lang: in.Language, Code: []byte(in.Code), Env: s.Env, WorkDir: s.WorkDir,
+	res, err := snippet.Run(ctx, m, sb, snippet.Options{Lang: in.Language, Code: []byte(in.Code), Env: s.Env, WorkDir: s.WorkDir,
 		Timeout: timeout, MaxOutput: limit, Stdout: &stdout, Stderr: &stderr})
 	if err != nil {
 		return ExecOutput{}, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/snippet"
 )
 
 func TestProcSurvivesItsClient(t *testing.T) {
@@ -100,7 +101,7 @@ func TestRunCleansUpWhenInterrupted(t *testing.T) {
 		sb := e.ensure().Sandbox
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 		defer cancel()
-		res, err := e.m.Run(ctx, sb, sandbox.RunOptions{Lang: "bash", Code: []byte("echo started; sleep 100")})
+		res, err := snippet.Run(ctx, e.m, sb, snippet.Options{Lang: "bash", Code: []byte("echo started; sleep 100")})
 		if err != nil || !res.Canceled {
 			t.Fatalf("%+v %v", res, err)
 		}

@@ -88,6 +88,10 @@ var shellList = shellCommon + shellListBody
 var sessionPattern = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidSession checks a session name before it becomes part of a path.
+// MaxCodeSize bounds a script sent to a shell session (and a snippet, pkg/snippet): it is
+// streamed, but a larger one is surely a mistake.
+const MaxCodeSize = 16 << 20
+
 func ValidSession(name string) error {
 	if !sessionPattern().MatchString(name) {
 		return errs.Usagef("bad session name %q: use letters, digits, - and _ (at most 64)", name)

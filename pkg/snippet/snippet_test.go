@@ -1,4 +1,4 @@
-package sandbox
+package snippet
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
-func TestPlanRun(t *testing.T) {
+func TestNewPlan(t *testing.T) {
 	for _, tt := range []struct {
 		lang, code, file, main, wantErr string
 	}{
@@ -25,7 +25,7 @@ func TestPlanRun(t *testing.T) {
 		{lang: "ruby", code: "puts 1", wantErr: `unknown language "ruby"`},
 		{lang: "python", code: strings.Repeat("x", MaxCodeSize+1), wantErr: "more than"},
 	} {
-		plan, err := PlanRun(tt.lang, []byte(tt.code))
+		plan, err := NewPlan(tt.lang, []byte(tt.code))
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || errs.ExitCode(err) != errs.CodeUsage {
 				t.Errorf("%s %.20q: %v, want %q", tt.lang, tt.code, err, tt.wantErr)
@@ -43,7 +43,7 @@ func TestLanguages(t *testing.T) {
 		t.Errorf("languages: %s", got)
 	}
 	for file, want := range map[string]string{"x.py": "python", "a/b.sh": "bash", "s.js": "node", "m.go": "go", "Hello.java": "java", "x.rb": ""} {
-		if got, _ := LanguageForFile(file); got != want {
+		if got, _ := ForFile(file); got != want {
 			t.Errorf("%s: %q, want %q", file, got, want)
 		}
 	}
@@ -55,29 +55,11 @@ func TestLanguages(t *testing.T) {
 }
 
 func TestMissingToolError(t *testing.T) {
-	node, _ := LookupLanguage("node")
+	node, _ := Lookup("node")
 	err := &MissingToolError{Language: node, Image: "sbx-sandbox:x"}
 	if errs.ExitCode(err) != errs.CodeNotFound || !strings.Contains(err.Error(), "needs node, which image sbx-sandbox:x") ||
 		!strings.Contains(errs.Hint(err), "profile: common") {
 		t.Errorf("%v / %s", err, errs.Hint(err))
-	}
-}
-
-func TestCapWriter(t *testing.T) {
-	var b bytes.Buffer
-	w := &CapWriter{W: &b, Limit: 5}
-	for _, s := range []string{"ab", "cd", "efg", "hij"} {
-		if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
-			t.Fatalf("write %q: %d %v", s, n, err)
-		}
-	}
-	if b.String() != "abcde" || w.Written() != 10 || !w.Truncated() {
-		t.Errorf("kept %q of %d, truncated %v", b.String(), w.Written(), w.Truncated())
-	}
-	w = &CapWriter{W: &b, Limit: 10}
-	_, _ = w.Write([]byte("0123456789"))
-	if w.Truncated() {
-		t.Error("exactly the limit is not truncated")
 	}
 }
 
@@ -121,7 +103,7 @@ func TestPlanRunJavaIgnoresCommentsAndStrings(t *testing.T) {
 // public class AlsoWrong
 class Helper { String s = "public class NotThis"; char c = '"'; }
 public class Right { public static void main(String[] a) {} }`
-	if plan, err := PlanRun("java", []byte(code)); err != nil || plan.Main != "Right" {
+	if plan, err := NewPlan("java", []byte(code)); err != nil || plan.Main != "Right" {
 		t.Errorf("%+v %v", plan, err)
 	}
 }

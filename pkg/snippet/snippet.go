@@ -1,9 +1,15 @@
-package sandbox
+// Package snippet owns "sbx run" and the MCP run_code tool: the languages a snippet may be in,
+// how one is saved in a sandbox and handed to its interpreter, and the caps on what it prints.
+// Of the lifecycle it needs one thing, a command run in a started sandbox (Execer); it knows
+// nothing else of sandboxes, and pkg/sandbox knows nothing of it.
+package snippet
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"slices"
@@ -12,17 +18,19 @@ import (
 
 	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
-// RunDir is where "sbx run" saves a snippet inside the sandbox, one directory per run. /tmp is
+// Dir is where "sbx run" saves a snippet inside the sandbox, one directory per run. /tmp is
 // noexec, so snippets are always handed to their interpreter, never executed themselves.
-const RunDir = "/tmp/sbx-run"
+const Dir = "/tmp/sbx-run"
 
 // DefaultMaxOutput is how much of each output stream a run keeps unless told otherwise.
 const DefaultMaxOutput = 1 << 20
 
-// MaxCodeSize bounds a snippet: it is streamed, but a larger one is surely a mistake.
-const MaxCodeSize = 16 << 20
+// MaxCodeSize bounds a snippet, as it does a shell session's script: it is streamed, but a
+// larger one is surely a mistake.
+const MaxCodeSize = sandbox.MaxCodeSize
 
 // runScript saves a snippet in the sandbox, runs it and removes it: see
 // scripts/run_snippet.sh. A missing interpreter is reported with runMissing and the run's
@@ -73,8 +81,8 @@ func Languages() []string {
 	return out
 }
 
-// LookupLanguage returns the language named name.
-func LookupLanguage(name string) (Language, bool) {
+// Lookup returns the language named name.
+func Lookup(name string) (Language, bool) {
 	i := slices.IndexFunc(languages, func(l Language) bool { return l.Name == name })
 	if i < 0 {
 		return Language{}, false
@@ -82,8 +90,8 @@ func LookupLanguage(name string) (Language, bool) {
 	return languages[i], true
 }
 
-// LanguageForFile guesses a snippet file's language from its extension (".sh" is bash).
-func LanguageForFile(name string) (string, bool) {
+// ForFile guesses a snippet file's language from its extension (".sh" is bash).
+func ForFile(name string) (string, bool) {
 	for _, l := range languages {
 		if strings.HasSuffix(name, l.Ext) {
 			return l.Name, true
@@ -92,8 +100,8 @@ func LanguageForFile(name string) (string, bool) {
 	return "", false
 }
 
-// RunPlan is how one snippet is saved and run.
-type RunPlan struct {
+// Plan is how one snippet is saved and run.
+type Plan struct {
 	Language Language
 	File     string // base name inside the run's directory
 	Main     string // Java's main class
@@ -105,17 +113,17 @@ var javaNoise = lazyre.New(`"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|//[^\n]*|/\*
 
 var javaClass = lazyre.New(`\b((?:(?:public|final|abstract|static|strictfp|sealed)\s+)*)class\s+([A-Za-z_$][A-Za-z0-9_$]*)`)
 
-// PlanRun checks a snippet and picks its file name. Java's file is named after the public
+// NewPlan checks a snippet and picks its file name. Java's file is named after the public
 // class, else the first class, which is also the class run.
-func PlanRun(lang string, code []byte) (RunPlan, error) {
-	l, ok := LookupLanguage(lang)
+func NewPlan(lang string, code []byte) (Plan, error) {
+	l, ok := Lookup(lang)
 	if !ok {
-		return RunPlan{}, errs.Usagef("unknown language %q", lang).WithHint("use one of " + strings.Join(Languages(), ", "))
+		return Plan{}, errs.Usagef("unknown language %q", lang).WithHint("use one of " + strings.Join(Languages(), ", "))
 	}
 	if len(code) > MaxCodeSize {
-		return RunPlan{}, errs.Usagef("the code is %d bytes, more than the %d sbx run accepts", len(code), MaxCodeSize)
+		return Plan{}, errs.Usagef("the code is %d bytes, more than the %d sbx run accepts", len(code), MaxCodeSize)
 	}
-	plan := RunPlan{Language: l, File: "main" + l.Ext}
+	plan := Plan{Language: l, File: "main" + l.Ext}
 	if l.Name == "java" {
 		main := ""
 		for _, m := range javaClass().FindAllSubmatch(javaNoise().ReplaceAll(code, []byte(" ")), -1) {
@@ -127,7 +135,7 @@ func PlanRun(lang string, code []byte) (RunPlan, error) {
 			}
 		}
 		if main == "" {
-			return RunPlan{}, errs.Usagef("no class found in the Java code").
+			return Plan{}, errs.Usagef("no class found in the Java code").
 				WithHint("declare one with a main method, e.g. public class Main { public static void main(String[] args) { ... } }")
 		}
 		plan.File, plan.Main = main+".java", main
@@ -135,8 +143,8 @@ func PlanRun(lang string, code []byte) (RunPlan, error) {
 	return plan, nil
 }
 
-// RunOptions describe one snippet run.
-type RunOptions struct {
+// Options describe one snippet run.
+type Options struct {
 	Lang    string
 	Code    []byte
 	Env     []string
@@ -150,15 +158,15 @@ type RunOptions struct {
 	Stderr    io.Writer
 }
 
-// RunResult is how a snippet run ended.
-type RunResult struct {
-	ExecResult
+// Result is how a snippet run ended.
+type Result struct {
+	sandbox.ExecResult
 	StdoutBytes, StderrBytes         int64 // produced, including what was dropped
 	StdoutTruncated, StderrTruncated bool
 }
 
 // Truncated reports whether either stream was cut at MaxOutput.
-func (r *RunResult) Truncated() bool { return r.StdoutTruncated || r.StderrTruncated }
+func (r *Result) Truncated() bool { return r.StdoutTruncated || r.StderrTruncated }
 
 // MissingToolError is a language whose interpreter the sandbox's image lacks.
 type MissingToolError struct {
@@ -182,11 +190,16 @@ func (e *MissingToolError) Hint() string {
 		e.Language.Name, e.Language.Profile, e.Language.Profile, e.Language.Profile, e.Language.Profile)
 }
 
+// Execer runs a command in a started sandbox: *sandbox.Manager.
+type Execer interface {
+	Exec(ctx context.Context, sb *sandbox.Sandbox, opts sandbox.ExecOptions) (*sandbox.ExecResult, error)
+}
+
 // Run saves opts.Code in the running sandbox sb, runs it with its language's interpreter and
 // removes it. Output goes to opts.Stdout and opts.Stderr as it comes, each cut at MaxOutput
 // with a marker line after the cut.
-func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunResult, error) {
-	plan, err := PlanRun(opts.Lang, opts.Code)
+func Run(ctx context.Context, x Execer, sb *sandbox.Sandbox, opts Options) (*Result, error) {
+	plan, err := NewPlan(opts.Lang, opts.Code)
 	if err != nil {
 		return nil, err
 	}
@@ -194,11 +207,11 @@ func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunRe
 	if limit <= 0 {
 		limit = DefaultMaxOutput
 	}
-	stdout := &CapWriter{W: orDiscard(opts.Stdout), Limit: limit}
-	stderr := &CapWriter{W: orDiscard(opts.Stderr), Limit: limit}
-	dir := RunDir + "/" + newExecID()
+	stdout := &sandbox.CapWriter{W: orDiscard(opts.Stdout), Limit: limit}
+	stderr := &sandbox.CapWriter{W: orDiscard(opts.Stderr), Limit: limit}
+	dir := Dir + "/" + runID()
 	sniff := &prefixSniffer{w: stderr, prefix: []byte(runMissing + plan.Language.Tool + " " + dir + "\n")}
-	res, err := m.Exec(ctx, sb, ExecOptions{
+	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
 		Cmd: sb.Script(runScript, "sbx-run", dir, plan.File, plan.Language.Tool, plan.Main, plan.Language.Command),
 		Env: opts.Env, WorkDir: opts.WorkDir, User: opts.User, Timeout: opts.Timeout,
 		Interactive: true, Stdin: bytes.NewReader(opts.Code), Stdout: stdout, Stderr: sniff,
@@ -215,14 +228,15 @@ func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunRe
 	if res.TimedOut || res.Canceled || res.ExitCode >= 128 {
 		// The script was killed before it could clean up after itself.
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, _ = m.script(bg, sb, scriptRun{script: runCleanup, args: []string{dir}})
+		_, _ = x.Exec(bg, sb, sandbox.ExecOptions{Cmd: sb.Script(runCleanup, "sbx-run", dir),
+			Stdout: io.Discard, Stderr: io.Discard, Timeout: time.Minute})
 		cancel()
 	}
-	out := &RunResult{ExecResult: *res, StdoutBytes: stdout.Written(), StderrBytes: stderr.Written(),
+	out := &Result{ExecResult: *res, StdoutBytes: stdout.Written(), StderrBytes: stderr.Written(),
 		StdoutTruncated: stdout.Truncated(), StderrTruncated: stderr.Truncated()}
 	for _, s := range []struct {
 		name string
-		w    *CapWriter
+		w    *sandbox.CapWriter
 	}{{"stdout", stdout}, {"stderr", stderr}} {
 		if s.w.Truncated() {
 			fmt.Fprintf(s.w.W, "\n[sbx: %s truncated after %d bytes; %d more bytes dropped]\n", s.name, s.w.Limit, s.w.Written()-s.w.Limit)
@@ -230,40 +244,6 @@ func (m *Manager) Run(ctx context.Context, sb *Sandbox, opts RunOptions) (*RunRe
 	}
 	return out, nil
 }
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
-// CapWriter passes the first Limit bytes written to it on to W and counts the rest.
-type CapWriter struct {
-	W     io.Writer
-	Limit int64
-	n     int64
-}
-
-func (c *CapWriter) Write(p []byte) (int, error) {
-	keep := p
-	if room := c.Limit - c.n; int64(len(p)) > room {
-		keep = p[:max(room, 0)]
-	}
-	c.n += int64(len(p))
-	if len(keep) > 0 {
-		if _, err := c.W.Write(keep); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
-}
-
-// Written counts every byte written, kept or not.
-func (c *CapWriter) Written() int64 { return c.n }
-
-// Truncated reports whether bytes were dropped.
-func (c *CapWriter) Truncated() bool { return c.n > c.Limit }
 
 // prefixSniffer holds output back while it could still be exactly prefix, so a message of
 // sbx's own can be recognised before anything reaches the user; flush releases it.
@@ -299,4 +279,19 @@ func (s *prefixSniffer) flush() error {
 	}
 	_, err := s.w.Write(held)
 	return err
+}
+
+// runID names one run's directory: random, so that a snippet cannot guess it and print the
+// missing-tool line of another.
+func runID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
 }
