@@ -17,6 +17,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/stats"
 )
 
 // StatsOptions are the inputs of "sbx stats".
@@ -73,14 +74,14 @@ func statsRun(ctx context.Context, opts *StatsOptions) error {
 		return err
 	}
 	if opts.JSON || opts.NoStream || !opts.IO.IsStdoutTTY() {
-		stats, errs := snapshot(ctx, m, list)
+		samples, errs := snapshot(ctx, m, list)
 		failed = append(failed, errs...)
 		if opts.JSON {
-			if err := cmdutil.WriteJSON(opts.IO.Out, stats); err != nil {
+			if err := cmdutil.WriteJSON(opts.IO.Out, samples); err != nil {
 				return err
 			}
 		} else {
-			Table(stats).Print(opts.IO)
+			Table(samples).Print(opts.IO)
 		}
 		return cmdutil.ReportFailures(opts.IO, failed)
 	}
@@ -121,33 +122,33 @@ func selectSandboxes(ctx context.Context, m *sandbox.Manager, names []string) ([
 }
 
 // snapshot samples every sandbox at once; a stopped one has no use to report.
-func snapshot(ctx context.Context, m *sandbox.Manager, list []*sandbox.Sandbox) ([]sandbox.Stats, []error) {
-	stats := make([]sandbox.Stats, len(list))
+func snapshot(ctx context.Context, m *sandbox.Manager, list []*sandbox.Sandbox) ([]stats.Stats, []error) {
+	samples := make([]stats.Stats, len(list))
 	failures := make([]error, len(list))
 	var wg sync.WaitGroup
 	for i, sb := range list {
 		if sb.Status != "running" && sb.Status != "paused" {
-			stats[i] = sandbox.Stats{Name: sb.Name, ID: sb.ID, Status: sb.Status, CPUPercent: -1}
+			samples[i] = stats.Stats{Name: sb.Name, ID: sb.ID, Status: sb.Status, CPUPercent: -1}
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stats[i], failures[i] = m.Stats(ctx, sb, false)
+			samples[i], failures[i] = stats.Sample(ctx, m.Engine, sb, false)
 		}()
 	}
 	wg.Wait()
-	var kept []sandbox.Stats
+	var kept []stats.Stats
 	var failed []error
-	for i := range stats {
+	for i := range samples {
 		if failures[i] != nil {
 			failed = append(failed, failures[i])
 			continue
 		}
-		kept = append(kept, stats[i])
+		kept = append(kept, samples[i])
 	}
 	if kept == nil {
-		kept = []sandbox.Stats{}
+		kept = []stats.Stats{}
 	}
 	return kept, failed
 }
@@ -158,7 +159,7 @@ func live(ctx context.Context, opts *StatsOptions, m *sandbox.Manager, list []*s
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
-	latest := map[string]sandbox.Stats{}
+	latest := map[string]stats.Stats{}
 	streams := map[string]context.CancelFunc{}
 	follow := func(list []*sandbox.Sandbox) {
 		mu.Lock()
@@ -170,13 +171,13 @@ func live(ctx context.Context, opts *StatsOptions, m *sandbox.Manager, list []*s
 				continue
 			}
 			// A first sample at once, so the table is not empty for a second.
-			if s, err := m.Stats(ctx, sb, true); err == nil {
+			if s, err := stats.Sample(ctx, m.Engine, sb, true); err == nil {
 				latest[sb.ID] = s
 			}
 			sctx, stop := context.WithCancel(ctx)
 			streams[sb.ID] = stop
 			go func() {
-				_ = m.StreamStats(sctx, sb, func(s sandbox.Stats) {
+				_ = stats.Stream(sctx, m.Engine, sb, func(s stats.Stats) {
 					mu.Lock()
 					defer mu.Unlock()
 					if _, ok := streams[sb.ID]; ok {
@@ -198,12 +199,12 @@ func live(ctx context.Context, opts *StatsOptions, m *sandbox.Manager, list []*s
 	defer tick.Stop()
 	for n := 0; ; n++ {
 		mu.Lock()
-		rows := make([]sandbox.Stats, 0, len(latest))
+		rows := make([]stats.Stats, 0, len(latest))
 		for _, s := range latest {
 			rows = append(rows, s)
 		}
 		mu.Unlock()
-		slices.SortFunc(rows, func(a, b sandbox.Stats) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(rows, func(a, b stats.Stats) int { return strings.Compare(a.Name, b.Name) })
 		fmt.Fprint(opts.IO.Out, "\x1b[H\x1b[2J")
 		Table(rows).Print(opts.IO)
 		select {
@@ -220,9 +221,9 @@ func live(ctx context.Context, opts *StatsOptions, m *sandbox.Manager, list []*s
 }
 
 // Table lays stats out as docker stats does.
-func Table(stats []sandbox.Stats) cmdutil.Table {
+func Table(samples []stats.Stats) cmdutil.Table {
 	t := cmdutil.Table{Headers: []string{"NAME", "STATUS", "CPU %", "MEM USAGE / LIMIT", "MEM %", "PIDS", "NET I/O", "BLOCK I/O"}}
-	for _, s := range stats {
+	for _, s := range samples {
 		cpu := "-"
 		if s.CPUPercent >= 0 {
 			cpu = fmt.Sprintf("%.2f%%", s.CPUPercent)

@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/stats"
 )
 
 func TestNewCmdStatsFlags(t *testing.T) {
@@ -68,7 +69,7 @@ func TestStatsSnapshot(t *testing.T) {
 	if err := statsRun(context.Background(), &StatsOptions{IO: e.IO, Factory: e.F, JSON: true}); err != nil {
 		t.Fatal(err)
 	}
-	var got []sandbox.Stats
+	var got []stats.Stats
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}

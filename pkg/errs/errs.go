@@ -3,6 +3,7 @@
 package errs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -61,6 +62,16 @@ func New(err error, code int, hint string) *Error {
 
 // Failure wraps err as an sbx or engine failure (exit 125) with a hint.
 func Failure(err error, hint string) *Error { return New(err, CodeFailure, hint) }
+
+// Engine wraps the failure of an engine call made for what ("inspecting sandbox \"web\"")
+// as exit 125 with the engine's words; a call ended by its context's cancel or deadline
+// stays that, so the command's interruption or timeout decides the exit code.
+func Engine(what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return Failure(fmt.Errorf("%s: %w", what, err), "")
+}
 
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }

@@ -237,7 +237,7 @@ func (m *Manager) evict(ctx context.Context, sb *Sandbox, cfg config.Config, for
 		if cerrdefs.IsNotFound(ierr) || (ierr == nil && info.State != nil && info.State.Status != container.StateRunning) {
 			return nil
 		}
-		return engineErr(fmt.Sprintf("maxRunning: evicting sandbox %q", sb.Name), err)
+		return errs.Engine(fmt.Sprintf("maxRunning: evicting sandbox %q", sb.Name), err)
 	}
 	m.announce("maxRunning %d: %s sandbox %q (least recently used, idle %s) to make room for %q\n",
 		cfg.MaxRunning, verb, sb.Name, HumanDuration(idle), forName)
@@ -249,7 +249,7 @@ func (m *Manager) evict(ctx context.Context, sb *Sandbox, cfg config.Config, for
 func (m *Manager) wake(ctx context.Context, sb *Sandbox) error {
 	info, err := m.Engine.ContainerInspect(ctx, sb.ID)
 	if err != nil {
-		return engineErr(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
+		return errs.Engine(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
 	}
 	var status container.ContainerState
 	if info.State != nil {
@@ -258,7 +258,7 @@ func (m *Manager) wake(ctx context.Context, sb *Sandbox) error {
 	switch status {
 	case container.StatePaused:
 		if err := m.Engine.ContainerUnpause(ctx, sb.ID); err != nil {
-			return engineErr(fmt.Sprintf("resuming sandbox %q", sb.Name), err)
+			return errs.Engine(fmt.Sprintf("resuming sandbox %q", sb.Name), err)
 		}
 	case container.StateRunning:
 	default:
@@ -294,7 +294,7 @@ func (m *Manager) Pause(ctx context.Context, name string) (bool, error) {
 		return false, errs.New(fmt.Errorf("sandbox %q is not running (%s); there is nothing to pause", name, sb.Status), errs.CodeError, "")
 	}
 	if err := m.Engine.ContainerPause(ctx, sb.ID); err != nil {
-		return false, engineErr(fmt.Sprintf("pausing sandbox %q", name), err)
+		return false, errs.Engine(fmt.Sprintf("pausing sandbox %q", name), err)
 	}
 	return false, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/stats"
 )
 
 // The agent directory was writable from inside in sandboxes of older sbx versions. A link
@@ -163,7 +164,7 @@ func TestAgentDuringForkBomb(t *testing.T) {
 	}()
 	// Once the bomb holds (nearly) every pid, as the engine counts them.
 	for deadline := time.Now().Add(time.Minute); ; {
-		st, err := e.m.Stats(context.Background(), res.Sandbox, true)
+		st, err := stats.Sample(context.Background(), e.m.Engine, res.Sandbox, true)
 		if err == nil && st.PIDs >= 62 {
 			break
 		}

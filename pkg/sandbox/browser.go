@@ -244,7 +244,7 @@ func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []strin
 		switch {
 		case err != nil && wctx.Err() != nil:
 		case err != nil:
-			return nil, cdpVersion{}, engineErr(fmt.Sprintf("inspecting browser sandbox %q", sb.Name), err)
+			return nil, cdpVersion{}, errs.Engine(fmt.Sprintf("inspecting browser sandbox %q", sb.Name), err)
 		case info.State != nil && !info.State.Running && info.State.Status != "created":
 			return nil, cdpVersion{}, fmt.Errorf("the container stopped (%s, exit status %d) before Chromium answered", info.State.Status, info.State.ExitCode)
 		default:

@@ -151,7 +151,7 @@ func pickSubnet(used []netip.Prefix) (netip.Prefix, error) {
 func (m *Manager) usedSubnets(ctx context.Context) ([]netip.Prefix, error) {
 	list, err := m.Engine.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
-		return nil, engineErr("listing networks", err)
+		return nil, errs.Engine("listing networks", err)
 	}
 	var used []netip.Prefix
 	if m.HostNetworks != nil {
@@ -223,7 +223,7 @@ func (m *Manager) ensureEgressNetwork(ctx context.Context, name string, labels m
 		case strings.Contains(err.Error(), "overlap") || errors.Is(err, engine.ErrSubnetUsed):
 			used = append(used, subnet)
 		default:
-			return netip.Prefix{}, engineErr(fmt.Sprintf("creating the egress network of sandbox %q", name), err)
+			return netip.Prefix{}, errs.Engine(fmt.Sprintf("creating the egress network of sandbox %q", name), err)
 		}
 	}
 	return netip.Prefix{}, errs.Failure(fmt.Errorf("creating the egress network of sandbox %q: every subnet tried was taken meanwhile", name), "try again")
@@ -257,7 +257,7 @@ func (m *Manager) egressSubnet(ctx context.Context, name string) (netip.Prefix, 
 		return netip.Prefix{}, err
 	}
 	if err != nil {
-		return netip.Prefix{}, engineErr(fmt.Sprintf("inspecting the egress network of sandbox %q", name), err)
+		return netip.Prefix{}, errs.Engine(fmt.Sprintf("inspecting the egress network of sandbox %q", name), err)
 	}
 	if n.Labels[LabelManaged] != "true" || n.Labels[LabelName] != name {
 		return netip.Prefix{}, &NotManagedError{Container: "network " + EgressNetworkName(name)}
@@ -359,7 +359,7 @@ func (m *Manager) ensureOutwardNetwork(ctx context.Context) error {
 		case err == nil:
 			return nil
 		case !cerrdefs.IsNotFound(err):
-			return engineErr("inspecting the egress proxies' outward network", err)
+			return errs.Engine("inspecting the egress proxies' outward network", err)
 		}
 		_, err = m.Engine.NetworkCreate(ctx, OutwardNetwork, network.CreateOptions{Driver: "bridge",
 			Labels:  map[string]string{LabelManaged: "true", LabelRole: roleOutward},
@@ -368,7 +368,7 @@ func (m *Manager) ensureOutwardNetwork(ctx context.Context) error {
 			return nil
 		}
 		if !cerrdefs.IsConflict(err) { // another sbx made it meanwhile: look again
-			return engineErr("creating the egress proxies' outward network", err)
+			return errs.Engine("creating the egress proxies' outward network", err)
 		}
 	}
 	return nil
@@ -390,7 +390,7 @@ func (m *Manager) egressInternal(ctx context.Context, subnet netip.Prefix) ([]st
 	for _, name := range []string{OutwardNetwork, "bridge"} {
 		n, err := m.Engine.NetworkInspect(ctx, name, network.InspectOptions{})
 		if err != nil {
-			return nil, engineErr("inspecting network "+name, err)
+			return nil, errs.Engine("inspecting network "+name, err)
 		}
 		for _, c := range n.IPAM.Config {
 			if a, err := netip.ParseAddr(c.Gateway); err == nil {
@@ -523,14 +523,14 @@ func (m *Manager) createEgress(ctx context.Context, in *SpecInput) error {
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, cfg, host, netCfg, nil, ProxyName(in.Name))
 	if err != nil {
-		return engineErr(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)
+		return errs.Engine(fmt.Sprintf("creating the egress proxy of sandbox %q", in.Name), err)
 	}
 	if socket {
 		in.EgressSocketDir = m.State.egressSocketDir(in.Name)
 		return nil
 	}
 	if err := m.Engine.NetworkConnect(ctx, OutwardNetwork, resp.ID, nil); err != nil {
-		return engineErr(fmt.Sprintf("connecting the egress proxy of sandbox %q to the %s network", in.Name, OutwardNetwork), err)
+		return errs.Engine(fmt.Sprintf("connecting the egress proxy of sandbox %q to the %s network", in.Name, OutwardNetwork), err)
 	}
 	in.EgressSubnet = subnet
 	return nil
@@ -548,7 +548,7 @@ func (m *Manager) startProxy(ctx context.Context, name string) error {
 			fmt.Sprintf("recreate the sandbox with: sbx create -n %s --replace", name))
 	}
 	if err != nil {
-		return engineErr(fmt.Sprintf("inspecting the egress proxy of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("inspecting the egress proxy of sandbox %q", name), err)
 	}
 	if info.Config == nil || info.Config.Labels[LabelRole] != roleProxy || info.Config.Labels[LabelName] != name {
 		return &NotManagedError{Container: ProxyName(name)}
@@ -556,7 +556,7 @@ func (m *Manager) startProxy(ctx context.Context, name string) error {
 	if info.State != nil && info.State.Running {
 		if info.State.Paused {
 			if err := m.Engine.ContainerUnpause(ctx, info.ID); err != nil {
-				return engineErr(fmt.Sprintf("resuming the egress proxy of sandbox %q", name), err)
+				return errs.Engine(fmt.Sprintf("resuming the egress proxy of sandbox %q", name), err)
 			}
 		}
 		return nil
@@ -566,7 +566,7 @@ func (m *Manager) startProxy(ctx context.Context, name string) error {
 		return errs.Failure(fmt.Errorf("sandbox %q: clearing its proxy's ready file: %w", name, err), "")
 	}
 	if err := m.Engine.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
-		return engineErr(fmt.Sprintf("starting the egress proxy of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("starting the egress proxy of sandbox %q", name), err)
 	}
 	deadline := time.Now().Add(proxyReadyWait)
 	for i := 0; ; i++ {
@@ -601,7 +601,7 @@ func (m *Manager) proxyFailure(ctx context.Context, id string, err error) error 
 func (m *Manager) stopProxy(ctx context.Context, name string) error {
 	err := m.Engine.ContainerStop(ctx, ProxyName(name), container.StopOptions{})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("stopping the egress proxy of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("stopping the egress proxy of sandbox %q", name), err)
 	}
 	return nil
 }
@@ -613,13 +613,13 @@ func (m *Manager) removeProxy(ctx context.Context, name string) error {
 		return nil
 	}
 	if err != nil {
-		return engineErr(fmt.Sprintf("inspecting the egress proxy of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("inspecting the egress proxy of sandbox %q", name), err)
 	}
 	if info.Config == nil || info.Config.Labels[LabelRole] != roleProxy || info.Config.Labels[LabelName] != name {
 		return &NotManagedError{Container: ProxyName(name)}
 	}
 	if err := m.Engine.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("removing the egress proxy of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("removing the egress proxy of sandbox %q", name), err)
 	}
 	return nil
 }
@@ -634,10 +634,10 @@ func (m *Manager) removeEgress(ctx context.Context, name string, forget bool) er
 	switch {
 	case cerrdefs.IsNotFound(err):
 	case err != nil:
-		return engineErr(fmt.Sprintf("inspecting the egress network of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("inspecting the egress network of sandbox %q", name), err)
 	case n.Labels[LabelManaged] == "true" && n.Labels[LabelName] == name:
 		if err := m.Engine.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
-			return engineErr(fmt.Sprintf("removing the egress network of sandbox %q", name), err)
+			return errs.Engine(fmt.Sprintf("removing the egress network of sandbox %q", name), err)
 		}
 	}
 	if !forget || m.State == nil {
@@ -655,7 +655,7 @@ func (m *Manager) orphanProxies(ctx context.Context, alive map[string]bool, filt
 	list, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelRole+"="+roleProxy))})
 	if err != nil {
-		return nil, engineErr("listing egress proxies", err)
+		return nil, errs.Engine("listing egress proxies", err)
 	}
 	var out []string
 	for _, c := range list {

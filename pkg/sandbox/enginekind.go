@@ -37,11 +37,11 @@ func (m *Manager) facts(ctx context.Context) (*engineFacts, error) {
 	}
 	v, err := m.Engine.ServerVersion(ctx)
 	if err != nil {
-		return nil, engineErr("asking the engine for its version", err)
+		return nil, errs.Engine("asking the engine for its version", err)
 	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
-		return nil, engineErr("asking the engine about itself", err)
+		return nil, errs.Engine("asking the engine about itself", err)
 	}
 	m.engineFacts = &engineFacts{kind: engine.Refine(ctx, m.Engine, engine.KindOf(v, info)), info: info}
 	return m.engineFacts, nil
@@ -113,7 +113,7 @@ func limitsNotApplied(host *container.HostConfig, got container.InspectResponse)
 func (m *Manager) verifyLimits(ctx context.Context, name, id string, host *container.HostConfig, cfg config.Config) error {
 	got, err := m.Engine.ContainerInspect(ctx, id)
 	if err != nil {
-		return engineErr(fmt.Sprintf("inspecting the new sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("inspecting the new sandbox %q", name), err)
 	}
 	missing := limitsNotApplied(host, got)
 	if len(missing) == 0 {
@@ -181,7 +181,7 @@ func (m *Manager) checkCgroupLimits(ctx context.Context, sb *Sandbox) error {
 	}
 	info, err := m.Engine.ContainerInspect(ctx, sb.ID)
 	if err != nil {
-		return engineErr(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
+		return errs.Engine(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
 	}
 	if info.ContainerJSONBase == nil || info.HostConfig == nil {
 		return errs.Failure(fmt.Errorf("sandbox %q: the engine reports no host configuration", sb.Name), "")

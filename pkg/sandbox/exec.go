@@ -637,7 +637,7 @@ func (m *Manager) waitExec(ctx context.Context, execID string, limit time.Durati
 	for {
 		ins, err := m.Engine.ContainerExecInspect(ctx, execID)
 		if err != nil {
-			return 0, engineErr("reading the exit status", err)
+			return 0, errs.Engine("reading the exit status", err)
 		}
 		if !ins.Running {
 			return ins.ExitCode, nil
@@ -678,7 +678,7 @@ func (m *Manager) execErr(ctx context.Context, sb *Sandbox, err error) error {
 		return errs.Failure(fmt.Errorf("sandbox %q process limit reached: %w", sb.Name, err),
 			"wait for running commands to end, or raise pidsLimit (sbx explain shows where it is set)")
 	}
-	return engineErr(fmt.Sprintf("running a command in sandbox %q", sb.Name), err)
+	return errs.Engine(fmt.Sprintf("running a command in sandbox %q", sb.Name), err)
 }
 
 func newExecID() string {

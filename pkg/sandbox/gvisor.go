@@ -68,7 +68,7 @@ func (m *Manager) checkIsolation(ctx context.Context, cfg config.Config) error {
 	}
 	info, err := m.Engine.Info(ctx)
 	if err != nil {
-		return engineErr("asking the engine for its runtimes", err)
+		return errs.Engine("asking the engine for its runtimes", err)
 	}
 	if p := GVisorProblem(info); p != "" {
 		f, err := m.facts(ctx)

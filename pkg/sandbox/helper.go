@@ -87,7 +87,7 @@ func (m *Manager) ensureHelperImage(ctx context.Context) error {
 			return false, nil
 		}
 		if err != nil {
-			return false, engineErr("inspecting sbx's helper image", err)
+			return false, errs.Engine("inspecting sbx's helper image", err)
 		}
 		return slices.Equal(info.RootFS.Layers, want) && (info.Config == nil || info.Config.Healthcheck == nil && len(info.Config.Entrypoint) == 0 && len(info.Config.OnBuild) == 0), nil
 	}
@@ -97,7 +97,7 @@ func (m *Manager) ensureHelperImage(ctx context.Context) error {
 	rc, err := m.Engine.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, HelperImage,
 		image.ImportOptions{Changes: []string{"LABEL " + LabelManaged + "=true " + LabelRole + "=" + roleHelper}})
 	if err != nil {
-		return engineErr("making sbx's helper image", err)
+		return errs.Engine("making sbx's helper image", err)
 	}
 	defer rc.Close()
 	dec := json.NewDecoder(io.LimitReader(rc, 1<<20))
@@ -108,10 +108,10 @@ func (m *Manager) ensureHelperImage(ctx context.Context) error {
 		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return engineErr("making sbx's helper image", err)
+			return errs.Engine("making sbx's helper image", err)
 		}
 		if msg.Error != "" {
-			return engineErr("making sbx's helper image", errors.New(msg.Error))
+			return errs.Engine("making sbx's helper image", errors.New(msg.Error))
 		}
 	}
 	if good, err := ok(); err != nil || !good {

@@ -511,14 +511,14 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 			"build the bundled images with \"sbx image build\", or set image: to one present on the engine")
 	}
 	if err != nil {
-		return nil, engineErr(fmt.Sprintf("inspecting image %s", in.Config.Image), err)
+		return nil, errs.Engine(fmt.Sprintf("inspecting image %s", in.Config.Image), err)
 	}
 	if !in.Config.Setup.Empty() {
 		if in.RunImage, err = m.derive(ctx, in, img); err != nil {
 			return nil, err
 		}
 		if img, err = m.Engine.ImageInspect(ctx, in.RunImage); err != nil {
-			return nil, engineErr(fmt.Sprintf("inspecting image %s", in.RunImage), err)
+			return nil, errs.Engine(fmt.Sprintf("inspecting image %s", in.RunImage), err)
 		}
 	}
 	if img.Config != nil {
@@ -577,7 +577,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 	if vol := spec.VolumeSpec(); vol != nil {
 		// Creating a named volume that exists returns it, so racing callers agree.
 		if _, err := m.Engine.VolumeCreate(ctx, *vol); err != nil {
-			return nil, engineErr(fmt.Sprintf("creating workspace volume %s", vol.Name), err)
+			return nil, errs.Engine(fmt.Sprintf("creating workspace volume %s", vol.Name), err)
 		}
 		if err := m.claimOverlayVolume(ctx, in, vol.Name); err != nil {
 			return nil, err
@@ -637,7 +637,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		if len(in.Config.Egress) > 0 {
 			_ = m.removeEgress(context.WithoutCancel(ctx), in.Name, false)
 		}
-		return nil, engineErr(fmt.Sprintf("creating sandbox %q", in.Name), err)
+		return nil, errs.Engine(fmt.Sprintf("creating sandbox %q", in.Name), err)
 	}
 	m.announce("created sandbox %q (%s)\n", in.Name, spec.Container.Image)
 	return &Sandbox{Name: in.Name, Key: in.Name, ID: resp.ID, Status: "created", Labels: spec.Container.Labels, Image: spec.Container.Image, CreatedAt: in.CreatedAt}, nil
@@ -719,7 +719,7 @@ func (m *Manager) engineStart(ctx context.Context, sb *Sandbox) error {
 			return errs.Failure(fmt.Errorf("starting sandbox %q: %w", sb.Name, err),
 				fmt.Sprintf("a path it mounts is gone from the host; recreate it with: sbx create -n %s --replace", sb.Name))
 		}
-		return engineErr(fmt.Sprintf("starting sandbox %q", sb.Name), err)
+		return errs.Engine(fmt.Sprintf("starting sandbox %q", sb.Name), err)
 	}
 	return nil
 }
@@ -731,7 +731,7 @@ func (m *Manager) Inspect(ctx context.Context, name string) (*Sandbox, error) {
 		return nil, &NotFoundError{Name: name}
 	}
 	if err != nil {
-		return nil, engineErr(fmt.Sprintf("inspecting sandbox %q", name), err)
+		return nil, errs.Engine(fmt.Sprintf("inspecting sandbox %q", name), err)
 	}
 	// Containers inherit our images' labels, so dev.sbx.managed alone does not prove sbx made
 	// it: the name label must match too, or for one made for the pool, the claim record.
@@ -775,7 +775,7 @@ func (m *Manager) List(ctx context.Context) ([]*Sandbox, error) {
 	list, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
 	if err != nil {
-		return nil, engineErr("listing sandboxes", err)
+		return nil, errs.Engine("listing sandboxes", err)
 	}
 	out := make([]*Sandbox, 0, len(list))
 	for _, c := range list {
@@ -816,7 +816,7 @@ func (m *Manager) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	if err := m.Engine.ContainerStop(ctx, sb.ID, container.StopOptions{}); err != nil {
-		return engineErr(fmt.Sprintf("stopping sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("stopping sandbox %q", name), err)
 	}
 	if sb.hasEgress() {
 		return m.stopProxy(ctx, name)
@@ -842,7 +842,7 @@ func (m *Manager) Remove(ctx context.Context, name string, force bool) error {
 func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool) error {
 	err := m.Engine.ContainerRemove(ctx, sb.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("removing sandbox %q", sb.Name), err)
+		return errs.Engine(fmt.Sprintf("removing sandbox %q", sb.Name), err)
 	}
 	if sb.hasEgress() {
 		if err := m.removeEgress(ctx, sb.Name, forget); err != nil {
@@ -854,7 +854,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 	}
 	if sb.Labels[LabelWorkspace] == "none" || sb.Labels[LabelCarry] != "" {
 		if err := m.Engine.VolumeRemove(ctx, VolumeName(sb.key()), true); err != nil && !cerrdefs.IsNotFound(err) {
-			return engineErr(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
+			return errs.Engine(fmt.Sprintf("removing workspace volume of %q", sb.Name), err)
 		}
 	}
 	if sb.Labels[LabelWorkspace] == config.WorkspaceOverlay {
@@ -915,12 +915,4 @@ func (e *NotFoundError) Hint() string  { return "list sandboxes with \"sbx ls\""
 func IsNotFound(err error) bool {
 	var nf *NotFoundError
 	return errors.As(err, &nf)
-}
-
-// engineErr wraps an engine failure as exit 125 with the daemon's words.
-func engineErr(what string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return errs.Failure(fmt.Errorf("%s: %w", what, err), "")
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
 // A sandbox that asks for network bridge gets a bridge network of its own instead of the
@@ -62,11 +64,11 @@ func (m *Manager) ensureNetwork(ctx context.Context, name string, opts *network.
 		return nil
 	}
 	if !cerrdefs.IsConflict(err) {
-		return engineErr(fmt.Sprintf("creating the network of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("creating the network of sandbox %q", name), err)
 	}
 	n, ierr := m.Engine.NetworkInspect(ctx, NetworkName(name), network.InspectOptions{})
 	if ierr != nil {
-		return engineErr(fmt.Sprintf("inspecting the network of sandbox %q", name), ierr)
+		return errs.Engine(fmt.Sprintf("inspecting the network of sandbox %q", name), ierr)
 	}
 	if n.Labels[LabelManaged] != "true" || n.Labels[LabelName] != name {
 		return &NotManagedError{Container: "network " + NetworkName(name)}
@@ -81,13 +83,13 @@ func (m *Manager) removeNetwork(ctx context.Context, name string) error {
 		return nil
 	}
 	if err != nil {
-		return engineErr(fmt.Sprintf("inspecting the network of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("inspecting the network of sandbox %q", name), err)
 	}
 	if n.Labels[LabelManaged] != "true" || n.Labels[LabelName] != name {
 		return nil // not ours: never touched
 	}
 	if err := m.Engine.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("removing the network of sandbox %q", name), err)
+		return errs.Engine(fmt.Sprintf("removing the network of sandbox %q", name), err)
 	}
 	return nil
 }
@@ -97,7 +99,7 @@ func (m *Manager) removeNetwork(ctx context.Context, name string) error {
 func (m *Manager) orphanNetworks(ctx context.Context, alive map[string]bool, filter Filter) ([]string, error) {
 	list, err := m.Engine.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
 	if err != nil {
-		return nil, engineErr("listing networks", err)
+		return nil, errs.Engine("listing networks", err)
 	}
 	var out []string
 	for _, n := range list {

@@ -64,7 +64,7 @@ func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
 		return err
 	}
 	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(in.Name), false); err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("replacing the overlay volume of %q", in.Name), err)
+		return errs.Engine(fmt.Sprintf("replacing the overlay volume of %q", in.Name), err)
 	}
 	return nil
 }
@@ -73,7 +73,7 @@ func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
 // changes; a sandbox without them has nothing to remove.
 func (m *Manager) removeOverlay(ctx context.Context, name string) error {
 	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("removing the overlay volume of %q", name), err)
+		return errs.Engine(fmt.Sprintf("removing the overlay volume of %q", name), err)
 	}
 	_ = m.State.remove(m.State.overlayLock(name))
 	err := m.State.remove(m.State.overlayDir(name))
@@ -166,19 +166,19 @@ func (m *Manager) runHelper(ctx context.Context, what, name, suffix string, cfg 
 	}
 	resp, err := m.Engine.ContainerCreate(ctx, helperSpec(cfg), host, nil, nil, ContainerName(name)+suffix)
 	if err != nil {
-		return engineErr(what, err)
+		return errs.Engine(what, err)
 	}
 	defer func() {
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), resp.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}()
 	if err := m.Engine.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		return engineErr(what, err)
+		return errs.Engine(what, err)
 	}
 	// Until it has exited, checked every 50 ms for at most 30 s.
 	for range 600 {
 		info, err := m.Engine.ContainerInspect(ctx, resp.ID)
 		if err != nil {
-			return engineErr(what, err)
+			return errs.Engine(what, err)
 		}
 		if info.State != nil && !info.State.Running && info.State.Status != "created" {
 			if info.State.ExitCode != 0 {
@@ -255,7 +255,7 @@ func (m *Manager) Frozen(ctx context.Context, name string, read func() error) (u
 	}
 	defer func() {
 		if uerr := m.Engine.ContainerUnpause(context.WithoutCancel(ctx), sb.ID); uerr != nil && err == nil {
-			err = engineErr(fmt.Sprintf("unpausing sandbox %q after reading its changes", name), uerr)
+			err = errs.Engine(fmt.Sprintf("unpausing sandbox %q after reading its changes", name), uerr)
 		}
 	}()
 	return "", read()

@@ -201,7 +201,7 @@ func (m *Manager) ListPool(ctx context.Context, key string) ([]*Sandbox, error) 
 	list, err := m.Engine.ContainerList(ctx, container.ListOptions{All: true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"), filters.Arg("label", label))})
 	if err != nil {
-		return nil, engineErr("listing pooled sandboxes", err)
+		return nil, errs.Engine("listing pooled sandboxes", err)
 	}
 	var out []*Sandbox
 	for _, c := range list {
@@ -389,7 +389,7 @@ func (m *Manager) claimPooled(ctx context.Context, in SpecInput) (*Sandbox, erro
 	if _, err := m.Engine.ContainerInspect(ctx, ContainerName(in.Name)); err == nil {
 		return nil, errNameTaken
 	} else if !cerrdefs.IsNotFound(err) {
-		return nil, engineErr(fmt.Sprintf("inspecting sandbox %q", in.Name), err)
+		return nil, errs.Engine(fmt.Sprintf("inspecting sandbox %q", in.Name), err)
 	}
 	list, err := m.ListPool(ctx, key)
 	if err != nil {
@@ -415,7 +415,7 @@ func (m *Manager) claimPooled(ctx context.Context, in SpecInput) (*Sandbox, erro
 			continue
 		case err != nil:
 			_ = os.Remove(m.State.claimPath(in.Name))
-			return nil, engineErr(fmt.Sprintf("claiming pooled sandbox %s as %q", p.Name, in.Name), err)
+			return nil, errs.Engine(fmt.Sprintf("claiming pooled sandbox %s as %q", p.Name, in.Name), err)
 		}
 		_ = os.Remove(m.State.poolRecord(p.Name))
 		m.moveIdleLock(p.Name, in.Name)
@@ -465,7 +465,7 @@ func (m *Manager) removePooled(ctx context.Context, name string) error {
 	case cerrdefs.IsNotFound(err):
 		return m.removeLeftovers(ctx, name)
 	case err != nil:
-		return engineErr(fmt.Sprintf("inspecting pooled sandbox %s", name), err)
+		return errs.Engine(fmt.Sprintf("inspecting pooled sandbox %s", name), err)
 	case info.Config == nil || info.Config.Labels[LabelManaged] != "true" || info.Config.Labels[LabelName] != name || info.Config.Labels[LabelPool] == "":
 		return &NotManagedError{Container: ContainerName(name)}
 	}

@@ -264,7 +264,7 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 	}
 	vols, err := m.Engine.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelManaged+"=true"))})
 	if err != nil {
-		return o, engineErr("listing volumes", err)
+		return o, errs.Engine("listing volumes", err)
 	}
 	for _, v := range vols.Volumes {
 		// Only a workspace volume sbx made: its labels, a name sbx could have given, and the
@@ -318,17 +318,17 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 	// Proxies first: a network with a container on it cannot go.
 	for _, p := range o.Proxies {
 		if err := m.Engine.ContainerRemove(ctx, p, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && first == nil {
-			first = engineErr("removing egress proxy "+p, err)
+			first = errs.Engine("removing egress proxy "+p, err)
 		}
 	}
 	for _, v := range o.Volumes {
 		if err := m.Engine.VolumeRemove(ctx, v, false); err != nil && first == nil {
-			first = engineErr("removing volume "+v, err)
+			first = errs.Engine("removing volume "+v, err)
 		}
 	}
 	for _, n := range o.Networks {
 		if err := m.Engine.NetworkRemove(ctx, n); err != nil && !cerrdefs.IsNotFound(err) && first == nil {
-			first = engineErr("removing network "+n, err)
+			first = errs.Engine("removing network "+n, err)
 		}
 	}
 	return first
@@ -348,7 +348,7 @@ func (m *Manager) removeOrphanDir(ctx context.Context, name, lockPath, dir, what
 	defer lock.Close()
 	if _, err := m.Engine.ContainerInspect(ctx, ContainerName(name)); !cerrdefs.IsNotFound(err) {
 		if err != nil {
-			return engineErr(fmt.Sprintf("checking sandbox %q before removing its %s", name, what), err)
+			return errs.Engine(fmt.Sprintf("checking sandbox %q before removing its %s", name, what), err)
 		}
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
 // throwawayDir holds one record per throwaway sandbox (exec/run/mcp --rm): an empty file
@@ -173,7 +174,7 @@ func (m *Manager) removeLeftovers(ctx context.Context, name string) error {
 		return err
 	}
 	if err := m.Engine.VolumeRemove(ctx, VolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
-		return engineErr(fmt.Sprintf("removing workspace volume of %q", name), err)
+		return errs.Engine(fmt.Sprintf("removing workspace volume of %q", name), err)
 	}
 	if err := m.removeOverlay(ctx, name); err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 )
 
@@ -138,14 +139,14 @@ func toolboxComplete(dir string) bool {
 func (m *Manager) copyToolbox(ctx context.Context, tag, dst string) error {
 	c, err := m.Engine.ContainerCreate(ctx, &container.Config{Image: tag}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
 	if err != nil {
-		return engineErr(fmt.Sprintf("creating a container of %s to copy the toolbox from", tag), err)
+		return errs.Engine(fmt.Sprintf("creating a container of %s to copy the toolbox from", tag), err)
 	}
 	defer func() {
 		_ = m.Engine.ContainerRemove(context.WithoutCancel(ctx), c.ID, container.RemoveOptions{Force: true})
 	}()
 	rc, _, err := m.Engine.CopyFromContainer(ctx, c.ID, "/toolbox")
 	if err != nil {
-		return engineErr(fmt.Sprintf("copying the toolbox out of %s", tag), err)
+		return errs.Engine(fmt.Sprintf("copying the toolbox out of %s", tag), err)
 	}
 	defer rc.Close()
 	if _, err := archive.Extract(ctx, rc, dst, archive.ExtractOptions{Base: "toolbox", MaxBytes: 256 << 20, MaxEntries: 100}); err != nil {

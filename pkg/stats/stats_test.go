@@ -1,4 +1,4 @@
-package sandbox_test
+package stats_test
 
 import (
 	"math"
@@ -7,6 +7,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/stats"
 )
 
 func TestStatsFrom(t *testing.T) {
@@ -18,7 +19,7 @@ func TestStatsFrom(t *testing.T) {
 	s.PidsStats = container.PidsStats{Current: 12, Limit: 256}
 	s.Networks = map[string]container.NetworkStats{"eth0": {RxBytes: 100, TxBytes: 50}, "eth1": {RxBytes: 1, TxBytes: 2}}
 	s.BlkioStats.IoServiceBytesRecursive = []container.BlkioStatEntry{{Op: "Read", Value: 4096}, {Op: "Write", Value: 8192}, {Op: "read", Value: 1}, {Op: "Total", Value: 99999}}
-	got := sandbox.StatsFrom(sb, &s)
+	got := stats.From(sb, &s)
 	// 0.5 s of CPU in 2 s of the host's 2 CPUs' time: half of one CPU.
 	if math.Abs(got.CPUPercent-50) > 1e-9 {
 		t.Errorf("cpu %v%%", got.CPUPercent)
@@ -36,7 +37,7 @@ func TestStatsFrom(t *testing.T) {
 	// A one-shot sample has no previous one; cgroup v2 names the page cache inactive_file.
 	var one container.StatsResponse
 	one.MemoryStats = container.MemoryStats{Usage: 10 << 20, Stats: map[string]uint64{"inactive_file": 4 << 20}}
-	got = sandbox.StatsFrom(sb, &one)
+	got = stats.From(sb, &one)
 	if got.CPUPercent != -1 || got.MemoryUsage != 6<<20 || got.MemoryPercent != 0 {
 		t.Errorf("one-shot %+v", got)
 	}

@@ -1,4 +1,7 @@
-package sandbox
+// Package stats owns "sbx stats": a sandbox's CPU, memory, process and I/O use, computed from
+// the engine's samples as docker stats does. It needs only the engine's stats calls (Engine)
+// and a sandbox's name, id and status.
+package stats
 
 import (
 	"context"
@@ -9,6 +12,10 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
 // Stats is a sandbox's resource use as the engine measures it. Sizes are bytes; the I/O
@@ -31,9 +38,9 @@ type Stats struct {
 	BlockWrite    uint64  `json:"blockWriteBytes"`
 }
 
-// StatsFrom computes a sandbox's Stats from one engine sample, as docker stats does. It is
+// From computes a sandbox's Stats from one engine sample, as docker stats does. It is
 // pure.
-func StatsFrom(sb *Sandbox, s *container.StatsResponse) Stats {
+func From(sb *sandbox.Sandbox, s *container.StatsResponse) Stats {
 	out := Stats{Name: sb.Name, ID: sb.ID, Status: sb.Status, CPUPercent: -1,
 		MemoryLimit: s.MemoryStats.Limit, PIDs: s.PidsStats.Current, PIDsLimit: s.PidsStats.Limit}
 	cpu, system := s.CPUStats.CPUUsage.TotalUsage, s.CPUStats.SystemUsage
@@ -73,34 +80,40 @@ func StatsFrom(sb *Sandbox, s *container.StatsResponse) Stats {
 	return out
 }
 
-// Stats samples sandbox sb once. With oneShot the engine answers at once, without a
+// Engine is what sampling needs of the engine (engine.Engine has it).
+type Engine interface {
+	ContainerStats(ctx context.Context, containerID string, stream bool) (container.StatsResponseReader, error)
+	ContainerStatsOneShot(ctx context.Context, containerID string) (container.StatsResponseReader, error)
+}
+
+// Sample samples sandbox sb once. With oneShot the engine answers at once, without a
 // previous sample, so CPUPercent is -1; otherwise it takes a second sample (about a second)
 // to measure CPU use.
-func (m *Manager) Stats(ctx context.Context, sb *Sandbox, oneShot bool) (Stats, error) {
+func Sample(ctx context.Context, eng Engine, sb *sandbox.Sandbox, oneShot bool) (Stats, error) {
 	var r container.StatsResponseReader
 	var err error
 	if oneShot {
-		r, err = m.Engine.ContainerStatsOneShot(ctx, sb.ID)
+		r, err = eng.ContainerStatsOneShot(ctx, sb.ID)
 	} else {
-		r, err = m.Engine.ContainerStats(ctx, sb.ID, false)
+		r, err = eng.ContainerStats(ctx, sb.ID, false)
 	}
 	if err != nil {
-		return Stats{}, engineErr(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
+		return Stats{}, errs.Engine(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
 	}
 	defer r.Body.Close()
 	var s container.StatsResponse
 	if err := json.NewDecoder(r.Body).Decode(&s); err != nil {
-		return Stats{}, engineErr(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
+		return Stats{}, errs.Engine(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
 	}
-	return StatsFrom(sb, &s), nil
+	return From(sb, &s), nil
 }
 
-// StreamStats calls fn with a new sample of sandbox sb about every second until ctx ends or
+// Stream calls fn with a new sample of sandbox sb about every second until ctx ends or
 // the sandbox goes away; it returns nil then.
-func (m *Manager) StreamStats(ctx context.Context, sb *Sandbox, fn func(Stats)) error {
-	r, err := m.Engine.ContainerStats(ctx, sb.ID, true)
+func Stream(ctx context.Context, eng Engine, sb *sandbox.Sandbox, fn func(Stats)) error {
+	r, err := eng.ContainerStats(ctx, sb.ID, true)
 	if err != nil {
-		return engineErr(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
+		return errs.Engine(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
 	}
 	defer r.Body.Close()
 	dec := json.NewDecoder(r.Body)
@@ -110,8 +123,8 @@ func (m *Manager) StreamStats(ctx context.Context, sb *Sandbox, fn func(Stats)) 
 			if ctx.Err() != nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 				return nil
 			}
-			return engineErr(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
+			return errs.Engine(fmt.Sprintf("reading the stats of sandbox %q", sb.Name), err)
 		}
-		fn(StatsFrom(sb, &s))
+		fn(From(sb, &s))
 	}
 }
