@@ -1,6 +1,7 @@
 package config
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 )
 
@@ -184,11 +186,11 @@ func (s *TrustStore) update(change func(*trustFile) bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the state directory: %w", err)
 	}
-	unlock, err := lockFile(s.Path + ".lock")
+	lock, err := flock.Open(context.Background(), s.Path+".lock", true, true)
 	if err != nil {
 		return fmt.Errorf("locking the trust store: %w", err)
 	}
-	defer unlock()
+	defer lock.Close()
 	tf, err := s.read()
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -40,8 +41,6 @@ const (
 // AdmissionWait bounds how long starting a sandbox waits for room when every running sandbox
 // has a command in flight.
 const AdmissionWait = 2 * time.Minute
-
-var errLocked = errors.New("held by another process")
 
 // Lease marks a sandbox as in use by a command, so maxRunning does not evict it and its
 // agent does not stop it for idleness (idle.go).
@@ -78,7 +77,7 @@ func (m *Manager) Lease(ctx context.Context, name string) (*Lease, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil
 	}
-	f, err := flockFile(ctx, path, false, true)
+	f, err := flock.Open(ctx, path, false, true)
 	if err != nil {
 		return nil, ctx.Err()
 	}
@@ -143,7 +142,7 @@ func (m *Manager) admit(ctx context.Context, cfg config.Config, name string, sta
 	begin := m.Now()
 	waiting := false
 	for {
-		lock, err := flockFile(ctx, filepath.Join(m.State.Dir, admissionLockFile), true, true)
+		lock, err := flock.Open(ctx, filepath.Join(m.State.Dir, admissionLockFile), true, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -200,7 +199,7 @@ func (m *Manager) makeRoom(ctx context.Context, cfg config.Config, name string) 
 			return nil, nil
 		}
 		lease, err := m.exclusiveLease(ctx, sb.Name)
-		if errors.Is(err, errLocked) {
+		if errors.Is(err, flock.ErrLocked) {
 			busy = append(busy, sb.Name)
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -388,7 +389,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 	if err := prepareAgentDir(sb.Name, dir, ownSocket); err != nil {
 		return nil, err
 	}
-	lock, err := flockFile(ctx, m.State.agentLock(sb.key()), true, true)
+	lock, err := flock.Open(ctx, m.State.agentLock(sb.key()), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -11,6 +11,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/cacerts"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -49,7 +50,7 @@ func (m *Manager) prepareCADir(ctx context.Context, in SpecInput) (*os.File, err
 	if err := mountDir(in.CADir, 0o755); err != nil {
 		return nil, errs.Failure(fmt.Errorf("sandbox %q: making the directory of its CA bundle: %w", in.Name, err), "")
 	}
-	lock, err := flockFile(ctx, m.State.caLock(in.Name), true, true)
+	lock, err := flock.Open(ctx, m.State.caLock(in.Name), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -156,7 +157,7 @@ func (m *Manager) checkCABundle(ctx context.Context, sb *Sandbox) error {
 	if m.State == nil || !sb.hasCACerts() || config.ValidName(sb.Name) != nil {
 		return nil
 	}
-	if lock, err := flockFile(ctx, m.State.caLock(sb.Name), false, true); err == nil {
+	if lock, err := flock.Open(ctx, m.State.caLock(sb.Name), false, true); err == nil {
 		lock.Close() // only waited for: the bundle is written once
 	} else if ctx.Err() != nil {
 		return ctx.Err()

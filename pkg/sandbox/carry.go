@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
@@ -155,7 +156,7 @@ func (m *Manager) Sync(ctx context.Context, name string, patterns []string) (*Sy
 		return nil, errs.Failure(fmt.Errorf("sandbox %q sees the project itself (workspace %s): there is nothing to sync", name, sb.Labels[LabelWorkspace]),
 			"sbx sync is for a workspace carried to a remote engine")
 	}
-	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
+	lock, err := flock.Open(ctx, m.State.overlayLock(name), true, true)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/egress"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -92,7 +93,7 @@ func (m *Manager) ChangeEgress(ctx context.Context, name string, allow bool, des
 		return EgressRuntime{}, errs.New(fmt.Errorf("sandbox %q has no egress rules, so no proxy: its network setting alone decides what it reaches", name), errs.CodeError,
 			fmt.Sprintf("set egress: (with network: none) in its config and recreate it: sbx create -n %s --replace", name))
 	}
-	lock, err := flockFile(ctx, m.State.egressLock(name), true, true)
+	lock, err := flock.Open(ctx, m.State.egressLock(name), true, true)
 	if err != nil {
 		return EgressRuntime{}, errs.Failure(fmt.Errorf("sandbox %q: locking its egress rules: %w", name, err), "")
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 )
 
@@ -34,11 +35,11 @@ const idleLockWait = 10 * time.Second
 // idle-looking sandbox under it only in the moments before the command reaches it.
 func (m *Manager) holdIdleLock(ctx context.Context, l *Lease, name string) {
 	path := m.State.idleLockPath(name)
-	f, err := flockFile(ctx, path, false, false)
-	if errors.Is(err, errLocked) {
+	f, err := flock.Open(ctx, path, false, false)
+	if errors.Is(err, flock.ErrLocked) {
 		l.stopped = true
 		wctx, cancel := context.WithTimeout(ctx, idleLockWait)
-		f, err = flockFile(wctx, path, false, true)
+		f, err = flock.Open(wctx, path, false, true)
 		cancel()
 	}
 	if err != nil {

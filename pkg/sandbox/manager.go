@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
@@ -387,7 +388,7 @@ func (m *Manager) createLocked(ctx context.Context, in SpecInput) (*Sandbox, err
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, errs.Failure(fmt.Errorf("sandbox %q: making its lock directory: %w", in.Name, err), "")
 	}
-	lock, err := flockFile(ctx, path, true, true)
+	lock, err := flock.Open(ctx, path, true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

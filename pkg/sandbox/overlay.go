@@ -16,6 +16,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -55,7 +56,7 @@ func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
 	if err := os.MkdirAll(filepath.Dir(in.OverlayDir), 0o700); err != nil {
 		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
 	}
-	lock, err := flockFile(ctx, m.State.overlayLock(in.Name), true, true)
+	lock, err := flock.Open(ctx, m.State.overlayLock(in.Name), true, true)
 	if err != nil {
 		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
 	}
@@ -224,8 +225,8 @@ func (m *Manager) ChangeLayers(ctx context.Context, name, verb string, restart b
 	}
 	// Held exclusively, the idle lock keeps sbx commands from starting meanwhile; one that
 	// holds it now is a command in progress.
-	idle, err := flockFile(ctx, m.State.idleLockPath(name), true, restart)
-	if errors.Is(err, errLocked) {
+	idle, err := flock.Open(ctx, m.State.idleLockPath(name), true, restart)
+	if errors.Is(err, flock.ErrLocked) {
 		return false, inUse("is in use (an sbx command is in progress)")
 	}
 	if err != nil {
@@ -262,7 +263,7 @@ func (m *Manager) Frozen(ctx context.Context, name string, read func() error) (u
 }
 
 func (m *Manager) withOverlayLock(ctx context.Context, name string, change func() error) error {
-	lock, err := flockFile(ctx, m.State.overlayLock(name), true, true)
+	lock, err := flock.Open(ctx, m.State.overlayLock(name), true, true)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
@@ -118,7 +119,7 @@ func (m *Manager) poolLock(ctx context.Context) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
-	f, err := flockFile(ctx, filepath.Join(dir, poolLockF), true, true)
+	f, err := flock.Open(ctx, filepath.Join(dir, poolLockF), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -246,7 +247,7 @@ func (m *Manager) FillPool(ctx context.Context, in SpecInput, want int) (*FillRe
 	if err := os.MkdirAll(filepath.Join(m.State.Dir, poolDir), 0o700); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
-	fill, err := flockFile(ctx, filepath.Join(m.State.Dir, poolDir, ".fill-"+key), true, true)
+	fill, err := flock.Open(ctx, filepath.Join(m.State.Dir, poolDir, ".fill-"+key), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -326,7 +327,7 @@ func (m *Manager) admitPooled(ctx context.Context, cfg config.Config, start func
 	if cfg.MaxRunning <= 0 {
 		return true, start(ctx)
 	}
-	lock, err := flockFile(ctx, filepath.Join(m.State.Dir, admissionLockFile), true, true)
+	lock, err := flock.Open(ctx, filepath.Join(m.State.Dir, admissionLockFile), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()
@@ -495,7 +496,7 @@ func (m *Manager) DrainPool(ctx context.Context, key string) ([]string, error) {
 		if strings.ContainsAny(k, "/\x00") || k == "" {
 			continue
 		}
-		fill, err := flockFile(ctx, filepath.Join(m.State.Dir, poolDir, ".fill-"+k), true, true)
+		fill, err := flock.Open(ctx, filepath.Join(m.State.Dir, poolDir, ".fill-"+k), true, true)
 		if err != nil {
 			return removed, fmt.Errorf("pool: waiting for a fill: %w", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/volume"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -135,10 +136,10 @@ func (m *Manager) RemoveAll(ctx context.Context, cands []PruneCandidate, paralle
 			results[i] = PruneResult{PruneCandidate: c}
 			lease, err := m.exclusiveLease(ctx, c.Sandbox.Name)
 			switch {
-			case errors.Is(err, errLocked) && !busyToo:
+			case errors.Is(err, flock.ErrLocked) && !busyToo:
 				results[i].Busy = true
 				return
-			case errors.Is(err, errLocked):
+			case errors.Is(err, flock.ErrLocked):
 			case err != nil:
 				results[i].Err = err
 				return
@@ -153,7 +154,7 @@ func (m *Manager) RemoveAll(ctx context.Context, cands []PruneCandidate, paralle
 	return results
 }
 
-// exclusiveLease takes sandbox name's lease exclusively without waiting: errLocked when a
+// exclusiveLease takes sandbox name's lease exclusively without waiting: flock.ErrLocked when a
 // command holds it. Without a state dir nothing can be in flight that sbx knows of.
 func (m *Manager) exclusiveLease(ctx context.Context, name string) (*Lease, error) {
 	if m.State == nil {
@@ -163,9 +164,9 @@ func (m *Manager) exclusiveLease(ctx context.Context, name string) (*Lease, erro
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil
 	}
-	f, err := flockFile(ctx, path, true, false)
+	f, err := flock.Open(ctx, path, true, false)
 	if err != nil {
-		if errors.Is(err, errLocked) {
+		if errors.Is(err, flock.ErrLocked) {
 			return nil, err
 		}
 		return nil, errs.Failure(fmt.Errorf("checking the lease of sandbox %q: %w", name, err), "")
@@ -338,8 +339,8 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 // start or create holds its lock or the sandbox exists again (a create since FindOrphans
 // listed it).
 func (m *Manager) removeOrphanDir(ctx context.Context, name, lockPath, dir, what string) error {
-	lock, err := flockFile(ctx, lockPath, true, false)
-	if errors.Is(err, errLocked) {
+	lock, err := flock.Open(ctx, lockPath, true, false)
+	if errors.Is(err, flock.ErrLocked) {
 		return nil // a start or a create holds it: the directory is in use
 	}
 	if err != nil {

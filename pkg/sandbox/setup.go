@@ -10,6 +10,7 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
@@ -80,7 +81,7 @@ func (m *Manager) derive(ctx context.Context, in SpecInput, base image.InspectRe
 	if err := os.MkdirAll(m.State.Dir, 0o700); err != nil {
 		return "", errs.Failure(fmt.Errorf("sandbox %q: making sbx's state directory: %w", in.Name, err), "")
 	}
-	lock, err := flockFile(ctx, filepath.Join(m.State.Dir, "."+name+".lock"), true, true)
+	lock, err := flock.Open(ctx, filepath.Join(m.State.Dir, "."+name+".lock"), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()

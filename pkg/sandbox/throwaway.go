@@ -12,6 +12,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
@@ -47,7 +48,7 @@ func (s *StateStore) ClaimThrowaway() (*Throwaway, error) {
 	}
 	defer os.Remove(tmp.Name())
 	tmp.Close()
-	lock, err := flockFile(context.Background(), tmp.Name(), true, false)
+	lock, err := flock.Open(context.Background(), tmp.Name(), true, false)
 	if err != nil {
 		return nil, fmt.Errorf("recording a throwaway sandbox: %w", err)
 	}
@@ -99,7 +100,7 @@ func (t *Throwaway) Drop() error {
 // it costs one directory read; with some, one lock attempt each, and engine calls only for
 // the abandoned ones.
 func (m *Manager) SweepThrowaways(ctx context.Context) ([]string, error) {
-	if m.State == nil || !locksExclude {
+	if m.State == nil || !flock.Excludes {
 		return nil, nil
 	}
 	dir := filepath.Join(m.State.Dir, throwawayDir)
@@ -118,9 +119,9 @@ func (m *Manager) SweepThrowaways(ctx context.Context) ([]string, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		lock, err := flockFile(ctx, path, true, false)
+		lock, err := flock.Open(ctx, path, true, false)
 		if err != nil {
-			continue // its sbx still runs (errLocked), or the record just went
+			continue // its sbx still runs (flock.ErrLocked), or the record just went
 		}
 		t := &Throwaway{Name: name, path: path, lock: lock}
 		if !sameFile(lock, path) {

@@ -11,13 +11,14 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 )
 
 // A sweep removes what a dead sbx left under its record, whether or not the container was
 // made, and passes over the records of live ones and files that are no records.
 func TestSweepThrowawaysTakesOnlyAbandonedOnes(t *testing.T) {
-	if !locksExclude {
+	if !flock.Excludes {
 		t.Skip("flock excludes nothing on this platform, so sweeps do nothing")
 	}
 	var removedVolumes []string

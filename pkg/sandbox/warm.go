@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 )
@@ -216,7 +217,7 @@ func (m *Manager) current(sb *Sandbox, in SpecInput) bool {
 // by an sbx that did not finish, which the next command that reaches the engine removes
 // (SweepThrowaways).
 func (s *StateStore) leftThrowaway() bool {
-	if !locksExclude {
+	if !flock.Excludes {
 		return false
 	}
 	dir := filepath.Join(s.Dir, throwawayDir)
@@ -228,7 +229,7 @@ func (s *StateStore) leftThrowaway() bool {
 		if !strings.HasPrefix(e.Name(), ThrowawayPrefix) || config.ValidName(e.Name()) != nil || !e.Type().IsRegular() {
 			continue
 		}
-		if unheld(filepath.Join(dir, e.Name())) {
+		if flock.Unheld(filepath.Join(dir, e.Name())) {
 			return true
 		}
 	}

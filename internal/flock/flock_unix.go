@@ -1,6 +1,9 @@
 //go:build unix
 
-package sandbox
+// Package flock holds sbx's file locks: flock(2) on a file in sbx's state directory, which
+// the kernel drops when the file is closed or its process dies, so a killed sbx never leaves
+// a lock behind. Leases, the admission lock, claims and the trust store all take theirs here.
+package flock
 
 import (
 	"context"
@@ -10,14 +13,17 @@ import (
 	"time"
 )
 
-// locksExclude says flockFile's locks exclude other processes here.
-const locksExclude = true
+// ErrLocked is a lock someone else holds, for Open without wait.
+var ErrLocked = errors.New("held by another process")
 
-// flockFile opens (creating) path and takes a flock on it: shared or exclusive. With wait it
-// polls until it gets the lock or ctx ends; without, it returns errLocked at once when
+// Excludes says Open's locks exclude other processes here.
+const Excludes = true
+
+// Open opens (creating) path and takes a flock on it: shared or exclusive. With wait it
+// polls until it gets the lock or ctx ends; without, it returns ErrLocked at once when
 // someone else holds a conflicting lock. The kernel drops the lock when the file is closed,
 // also when the process dies, so a killed sbx never leaves a lock behind.
-func flockFile(ctx context.Context, path string, exclusive, wait bool) (*os.File, error) {
+func Open(ctx context.Context, path string, exclusive, wait bool) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -36,7 +42,7 @@ func flockFile(ctx context.Context, path string, exclusive, wait bool) (*os.File
 			return nil, err
 		case !wait:
 			f.Close()
-			return nil, errLocked
+			return nil, ErrLocked
 		}
 		select {
 		case <-ctx.Done():
@@ -47,9 +53,9 @@ func flockFile(ctx context.Context, path string, exclusive, wait bool) (*os.File
 	}
 }
 
-// unheld reports whether the file at path exists and nobody holds a lock on it. It never
+// Unheld reports whether the file at path exists and nobody holds a lock on it. It never
 // creates the file, nor keeps a lock.
-func unheld(path string) bool {
+func Unheld(path string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
