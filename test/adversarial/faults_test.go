@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -345,16 +346,20 @@ func deadEngineCommands(name, allowAll, dir string) []deadEngineCommand {
 func subcommands(t *testing.T, s *clitest.CLI) []string {
 	t.Helper()
 	r := s.Run("help")
-	_, list, ok := strings.Cut(r.Stdout, "Available Commands:\n")
-	if !ok {
-		t.Fatalf("no command list in sbx help: %s", r)
-	}
+	// The commands are listed under their groups' headings ("Running code:", ...), each
+	// line "  NAME  what it does"; the other headings hold usage, examples and flags.
 	var out []string
-	for _, l := range strings.Split(list, "\n") {
-		if !strings.HasPrefix(l, "  ") {
-			break
+	listing := false
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		switch {
+		case l != "" && !strings.HasPrefix(l, " ") && strings.HasSuffix(l, ":"):
+			listing = !slices.Contains([]string{"Usage:", "Aliases:", "Examples:", "Flags:", "Global Flags:"}, l)
+		case listing && strings.HasPrefix(l, "  "):
+			out = append(out, strings.Fields(l)[0])
 		}
-		out = append(out, strings.Fields(l)[0])
+	}
+	if len(out) < 10 {
+		t.Fatalf("no command list in sbx help (found %q): %s", out, r)
 	}
 	return out
 }
