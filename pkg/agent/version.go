@@ -2,4 +2,4 @@
 
 package agent
 
-const version = "fcecd6afbcd3"
+const version = "93cd2c91698d"

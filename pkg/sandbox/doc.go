@@ -1,2 +1,34 @@
-// Package sandbox creates, runs and removes sandboxes on a Docker engine.
+// Package sandbox creates, runs and removes sandboxes on a Docker engine (Docker or Podman,
+// rootful or rootless, local or remote), through the narrow engine.Engine.
+//
+// Where each rule lives, by file. The lifecycle core:
+//
+//   - identity, spec and state: spec.go (BuildSpec, the one translation of a resolved config
+//     into a container), state.go (sbx's state directory), drift.go (the one "is it current?"
+//     rule), enginekind.go (what the engine is, and what it changes: Podman's seccomp file,
+//     rootless users, limits verified at create and, through the agent, at every start);
+//   - ensure, create, start, stop, remove, inspect, list: manager.go.
+//
+// The capabilities, on that core:
+//
+//   - exec and the agent path: exec.go (Manager.Exec, the engine's exec), agent.go (the
+//     agent's directory, sockets and start), warm.go (the warm path), gvisor*.go;
+//   - copies (sbx cp): copy.go, with the tar streams of pkg/archive;
+//   - background processes and shell sessions: proc.go, shell.go, scripts.go and scripts/;
+//   - network and egress wiring: network.go, egress.go (the proxy container, its network or
+//     socket: egressOverSocket), egressrules.go (sbx egress allow|deny); the rules, the
+//     decision and the proxy itself are pkg/egress;
+//   - the pool and throwaway sandboxes: pool.go, throwaway.go;
+//   - workspace carriage: overlay.go and carry.go, over pkg/overlay (layers, diff, apply);
+//     the protected paths of a rw workspace are pkg/protect;
+//   - the browser: browser.go; ports and readiness waits: ports.go;
+//   - prune and orphans: prune.go;
+//   - admission (leases, maxRunning, eviction) and idle stop: admission.go, idle.go, with the
+//     locks of internal/flock.
+//
+// Snippets (sbx run) and resource use (sbx stats) have left for pkg/snippet and pkg/stats,
+// which need of this package only Manager.Exec and the engine. The other capabilities still
+// reach into the core's unexported methods, and the core into some of them (a start checks
+// egress and the CA bundle); they move out one at a time, each behind the narrow interface
+// it needs.
 package sandbox

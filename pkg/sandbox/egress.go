@@ -109,9 +109,9 @@ func ProxyURL(subnet netip.Prefix) string {
 	return "http://" + netip.AddrPortFrom(proxy, ProxyPort).String()
 }
 
-// egressEnv adds to env the variables, naming proxyURL, that send the sandbox's tools through the proxy: both
-// cases, as curl reads only http_proxy in lower case and others only upper case; npm, pip,
-// git, go and apt read these. A variable the user set stays.
+// egressEnv adds to env the variables that send the sandbox's tools through the proxy at
+// proxyURL: both cases, as curl reads only http_proxy in lower case and others only upper
+// case; npm, pip, git, go and apt read these. A variable the user set stays.
 func egressEnv(env map[string]string, proxyURL string) map[string]string {
 	out := map[string]string{}
 	for _, name := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
