@@ -50,6 +50,24 @@ type ExecOutput struct {
 	DurationMs int64  `json:"durationMs"`
 }
 
+// captured is a tool call's two output streams, each cut at the call's limit.
+type captured struct {
+	stdout, stderr bytes.Buffer
+	out, err       *sandbox.CapWriter
+}
+
+func capture(limit int64) *captured {
+	c := &captured{}
+	c.out, c.err = &sandbox.CapWriter{W: &c.stdout, Limit: limit}, &sandbox.CapWriter{W: &c.stderr, Limit: limit}
+	return c
+}
+
+// output is what the call printed, with how it ended.
+func (c *captured) output(exit int, timedOut, oom bool, took time.Duration) ExecOutput {
+	return ExecOutput{Stdout: c.stdout.String(), Stderr: c.stderr.String(), ExitCode: exit, TimedOut: timedOut,
+		Truncated: c.out.Truncated() || c.err.Truncated(), OOMKilled: oom, DurationMs: took.Milliseconds()}
+}
+
 // ShellInput is the shell tool's arguments.
 type ShellInput struct {
 	Command        string  `json:"command" jsonschema:"bash script run in the session's long-lived shell (may be empty with reset)"`
@@ -171,9 +189,8 @@ func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 	}
 	defer release()
 	eo.Cmd = []string{sb.Bash(), "-c", script}
-	var stdout, stderr bytes.Buffer
-	out, errw := &sandbox.CapWriter{W: &stdout, Limit: limit}, &sandbox.CapWriter{W: &stderr, Limit: limit}
-	eo.Stdout, eo.Stderr = out, errw
+	c := capture(limit)
+	eo.Stdout, eo.Stderr = c.out, c.err
 	if in.Stdin != "" {
 		eo.Interactive, eo.Stdin = true, strings.NewReader(in.Stdin)
 	}
@@ -181,8 +198,7 @@ func (s *server) exec(ctx context.Context, in ExecInput) (ExecOutput, error) {
 	if err != nil {
 		return ExecOutput{}, err
 	}
-	return ExecOutput{Stdout: stdout.String(), Stderr: stderr.String(), ExitCode: res.ExitCode, TimedOut: res.TimedOut,
-		Truncated: out.Truncated() || errw.Truncated(), OOMKilled: res.OOMKilled, DurationMs: res.Duration.Milliseconds()}, nil
+	return c.output(res.ExitCode, res.TimedOut, res.OOMKilled, res.Duration), nil
 }
 
 func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) {
@@ -205,18 +221,16 @@ func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) 
 		return ShellOutput{}, err
 	}
 	defer release()
-	var stdout, stderr bytes.Buffer
-	out, errw := &sandbox.CapWriter{W: &stdout, Limit: limit}, &sandbox.CapWriter{W: &stderr, Limit: limit}
+	c := capture(limit)
 	res, err := m.Shell(ctx, sb, sandbox.ShellOptions{Session: session, Script: []byte(in.Command), NoScript: in.Command == "",
-		Reset: in.Reset, Timeout: timeout, Env: s.Env, WorkDir: s.WorkDir, Stdout: out, Stderr: errw})
+		Reset: in.Reset, Timeout: timeout, Env: s.Env, WorkDir: s.WorkDir, Stdout: c.out, Stderr: c.err})
 	if err != nil {
 		return ShellOutput{}, err
 	}
 	if res.Canceled {
 		return ShellOutput{}, ctx.Err()
 	}
-	return ShellOutput{Session: session, Notice: res.Notice(session), ExecOutput: ExecOutput{Stdout: stdout.String(), Stderr: stderr.String(),
-		ExitCode: res.ExitCode, TimedOut: res.TimedOut, Truncated: out.Truncated() || errw.Truncated(), DurationMs: res.Duration.Milliseconds()}}, nil
+	return ShellOutput{Session: session, Notice: res.Notice(session), ExecOutput: c.output(res.ExitCode, res.TimedOut, false, res.Duration)}, nil
 }
 
 // command checks a command's arguments and returns the bash script it is, its environment
