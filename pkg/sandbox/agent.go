@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
@@ -368,6 +370,9 @@ type agentStart struct {
 	// await: the agent binds its socket itself (gvisoragent.go), and finishAgent waits
 	// for it to answer there.
 	await bool
+	// host is the container's host configuration as the engine reported it before the
+	// start, which checkCgroupLimits holds the agent's answer to.
+	host *container.HostConfig
 }
 
 // startContainer starts sb. For a sandbox with this sbx's agent it first makes the agent's
@@ -398,11 +403,15 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 	}
 	// Another sbx may have started it since it was found stopped: handing out new sockets
 	// now would take the running agent's away.
-	if info, err := m.Engine.ContainerInspect(ctx, sb.ID); err == nil && info.State != nil && (info.State.Running || info.State.Paused) {
+	info, err := m.Engine.ContainerInspect(ctx, sb.ID)
+	if err == nil && info.State != nil && (info.State.Running || info.State.Paused) {
 		lock.Close()
 		return nil, nil
 	}
 	as := &agentStart{sb: sb, lock: lock}
+	if err == nil && info.ContainerJSONBase != nil {
+		as.host = info.HostConfig
+	}
 	// What a previous run left: its sockets, and from an older sbx, whatever its sandbox
 	// wrote there. What cannot go (another user's files) does no harm: nothing inside can
 	// reach it but to read, and rm tries again.

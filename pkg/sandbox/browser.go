@@ -172,7 +172,7 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 		return nil, m.discardBrowser(ctx, sb, err)
 	}
 	if m.finishAgent(ctx, as) {
-		if err := m.checkCgroupLimits(ctx, sb); err != nil {
+		if err := m.checkCgroupLimits(ctx, sb, as.host); err != nil {
 			return nil, m.discardBrowser(ctx, sb, err)
 		}
 	}

@@ -105,7 +105,7 @@ func TestStartStopsASandboxWhoseCgroupLacksItsLimits(t *testing.T) {
 			sb.Labels[LabelUnenforcedLimits] = "accepted"
 		}
 		fakeLimitsAgent(t, state.agentDir("app"), "memory=max\npids=256\n")
-		err := m.checkCgroupLimits(context.Background(), sb)
+		err := m.checkCgroupLimits(context.Background(), sb, nil)
 		if accepted {
 			if err != nil || stopped != 0 || !strings.Contains(warn.String(), "memory (asked 1073741824 bytes, the cgroup has none)") {
 				t.Errorf("accepted: err %v, %d stops, warning %q", err, stopped, warn.String())
@@ -120,3 +120,4 @@ func TestStartStopsASandboxWhoseCgroupLacksItsLimits(t *testing.T) {
 		}
 	}
 }
+

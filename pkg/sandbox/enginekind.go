@@ -169,24 +169,28 @@ func formatCPUs(nano int64) string {
 }
 
 // checkCgroupLimits asks the agent of sb, just started, for the limits of its cgroup, and
-// stops sb when a limit it was created with is not there (a rootless engine on cgroup v1
-// keeps them in inspect and applies none), unless the user's own config accepted that at
-// create (LabelUnenforcedLimits). An agent that cannot answer leaves the engine's word.
-func (m *Manager) checkCgroupLimits(ctx context.Context, sb *Sandbox) error {
+// stops sb when a limit it was created with (host, as the start's inspect reported it; nil
+// when that inspect failed) is not there (a rootless engine on cgroup v1 keeps them in
+// inspect and applies none), unless the user's own config accepted that at create
+// (LabelUnenforcedLimits). An agent that cannot answer leaves the engine's word.
+func (m *Manager) checkCgroupLimits(ctx context.Context, sb *Sandbox, host *container.HostConfig) error {
 	dir := m.agentDirOf(sb)
 	got, err := agent.Limits(ctx, dir)
 	if err != nil {
 		m.debugf("sandbox %q: its agent did not tell its cgroup's limits (%v); they are the engine's word", sb.Name, err)
 		return nil
 	}
-	info, err := m.Engine.ContainerInspect(ctx, sb.ID)
-	if err != nil {
-		return errs.Engine(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
+	if host == nil {
+		info, err := m.Engine.ContainerInspect(ctx, sb.ID)
+		if err != nil {
+			return errs.Engine(fmt.Sprintf("inspecting sandbox %q", sb.Name), err)
+		}
+		if info.ContainerJSONBase == nil || info.HostConfig == nil {
+			return errs.Failure(fmt.Errorf("sandbox %q: the engine reports no host configuration", sb.Name), "")
+		}
+		host = info.HostConfig
 	}
-	if info.ContainerJSONBase == nil || info.HostConfig == nil {
-		return errs.Failure(fmt.Errorf("sandbox %q: the engine reports no host configuration", sb.Name), "")
-	}
-	missing := cgroupLimitsNotHeld(info.HostConfig, got)
+	missing := cgroupLimitsNotHeld(host, got)
 	if len(missing) == 0 {
 		return nil
 	}

@@ -707,7 +707,7 @@ func (m *Manager) start(ctx context.Context, sb *Sandbox) error {
 		return err
 	}
 	if m.finishAgent(ctx, as) {
-		return m.checkCgroupLimits(ctx, sb)
+		return m.checkCgroupLimits(ctx, sb, as.host)
 	}
 	return nil
 }
