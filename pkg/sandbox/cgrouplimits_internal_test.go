@@ -121,3 +121,26 @@ func TestStartStopsASandboxWhoseCgroupLacksItsLimits(t *testing.T) {
 	}
 }
 
+// The agent's answer comes from inside the sandbox: one longer than the 256 bytes sbx reads,
+// or garbled, is no answer (the engine's word stands, as under gVisor); it neither passes
+// for limits held nor stops the sandbox.
+func TestCgroupLimitsHostileAnswer(t *testing.T) {
+	pids := int64(256)
+	for _, answer := range []string{strings.Repeat("memory=1\n", 40), "memory=\x1b[2J\n", "memory=1\nmemory=1\n", "pids=-1\n"} {
+		state := &StateStore{Dir: t.TempDir()}
+		stopped := 0
+		fake := &enginetest.FakeEngine{
+			ContainerStopFn: func(context.Context, string, container.StopOptions) error { stopped++; return nil },
+		}
+		var debug bytes.Buffer
+		m := &Manager{Engine: fake, State: state, Debug: &debug,
+			engineFacts: &engineFacts{kind: engine.Kind{Product: engine.ProductDocker}}}
+		sb := &Sandbox{Name: "app", Key: "app", ID: "c1", Labels: map[string]string{LabelAgent: agent.Version()}}
+		fakeLimitsAgent(t, state.agentDir("app"), answer)
+		host := &container.HostConfig{Resources: container.Resources{Memory: 1 << 30, PidsLimit: &pids}}
+		if err := m.checkCgroupLimits(context.Background(), sb, host); err != nil || stopped != 0 ||
+			!strings.Contains(debug.String(), "did not tell its cgroup's limits") || strings.Contains(debug.String(), "\x1b") {
+			t.Errorf("%q: err %v, %d stops, debug %q", answer, err, stopped, debug.String())
+		}
+	}
+}

@@ -341,6 +341,12 @@ except OSError as e:
     print(errno.errorcode[e.errno])
 `
 	if kind.Product == engine.ProductPodman && !kind.Rootless {
+		// Of its egress directory the sandbox sees the proxy's socket alone, read-only: not
+		// the log, not the rules, nothing to replace the socket with.
+		r := s.Run("exec", "-n", sb, "--", "sh", "-c", "ls -A /run/sbx-egress; rm -f /run/sbx-egress/proxy.sock; touch /run/sbx-egress/x; echo rc=$?")
+		if r.Stdout != "proxy.sock\nrc=1\n" || strings.Count(r.Stderr, "Read-only file system") != 2 {
+			t.Errorf("the proxy's socket directory inside: %s", r)
+		}
 		// The sandbox has no network, only its loopback, where its agent relays to the
 		// proxy's socket: no address of this machine's, nor any other, has a route.
 		hosts := []string{"192.0.2.1"}
