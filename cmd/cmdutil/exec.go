@@ -27,7 +27,7 @@ func ExitFor(res *sandbox.ExecResult, timeout time.Duration, r *config.Resolved)
 	case res.TimedOut:
 		return errs.New(fmt.Errorf("timed out after %s; the command and its processes were terminated", timeout), errs.CodeTimeout, timeoutHint(r, timeout))
 	case res.OOMKilled && res.SandboxKilled:
-		return errs.New(fmt.Errorf("killed: out of memory, limit %s; the sandbox stopped with everything in it (under gVisor the limit holds the sandbox as one), and the next command starts it again", memoryLimit(res, r)), 137,
+		return errs.New(fmt.Errorf("killed: out of memory, limit %s; the sandbox stopped with everything in it, and the next command starts it again", memoryLimit(res, r)), 137,
 			memoryHint(res, r))
 	case res.OOMKilled:
 		return errs.New(fmt.Errorf("killed: out of memory, limit %s", memoryLimit(res, r)), 137, memoryHint(res, r))

@@ -115,7 +115,8 @@ type ExecResult struct {
 	// sandbox was made with, which the command's own config may not say.
 	MemoryLimit int64
 	// SandboxKilled says the OOM kill took the whole sandbox, which then stopped: under
-	// gVisor the memory limit holds the sandbox as one (its kernel and every process in it).
+	// gVisor the memory limit holds the sandbox as one (its kernel and every process in it);
+	// under runc the kernel at times kills the sandbox's agent after the command.
 	SandboxKilled bool
 	Canceled      bool
 	// LeftRunning says sbx stopped waiting for a command past its timeout without being able
@@ -534,10 +535,15 @@ func (m *Manager) sandboxGone(ctx context.Context, sb *Sandbox) error {
 		case err != nil:
 			return errs.Failure(fmt.Errorf("sandbox %q: the command was killed and the engine no longer answers: %w", sb.Name, err),
 				"the engine stopped or restarted while the command ran; check it with \"sbx doctor\" and run the command again")
-		case info.State != nil && !info.State.Running && sb.underGVisor() &&
+		case info.State != nil && !info.State.Running && (sb.underGVisor() || info.State.ExitCode == 137) &&
 			(info.State.OOMKilled || m.oomLogged(ctx, sb.ID, info.State.StartedAt)):
 			// Under gVisor the OOM killer takes the whole sandbox, whose kernel holds the
-			// memory. (A container's flag also counts an earlier command's kill in this run.)
+			// memory. Under runc it can take the sandbox's main process (the agent) after the
+			// command, which ends the sandbox with 137: the kernel kills again when a process
+			// faults while the first victim's memory is still being freed, and then the agent
+			// is all there is to choose (dmesg, 1 CI run: python3 killed at 64 MiB, then sbx at
+			// 3 MiB used, 16 ms later). A container's flag also counts an earlier command's
+			// kill in this run.
 			return errSandboxOOM
 		case info.State != nil && !info.State.Running:
 			return errs.Failure(fmt.Errorf("sandbox %q stopped while the command ran (status %s); the command was killed with it", sb.Name, info.State.Status),

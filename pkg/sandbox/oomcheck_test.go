@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -112,6 +113,50 @@ func TestGVisorSandboxStopEndsTheExec(t *testing.T) {
 				t.Errorf("want an OOM kill of the sandbox: %+v %v", res, err)
 			case !oom && (err == nil || !strings.Contains(err.Error(), "stopped while the command ran")):
 				t.Errorf("want an error saying the sandbox stopped: %+v %v", res, err)
+			}
+		})
+	}
+}
+
+// A sandbox that stopped under a command was killed for memory when the engine saw an OOM in
+// this run and, under runc, its main process died of a SIGKILL (137): the kernel at times
+// kills the agent after the command. Any other stop is the sandbox stopping.
+func TestSandboxGoneForMemory(t *testing.T) {
+	for _, c := range []struct {
+		gvisor bool
+		exit   int
+		oom    bool
+		want   bool
+	}{
+		{gvisor: false, exit: 137, oom: true, want: true},
+		{gvisor: false, exit: 137, oom: false, want: false},
+		{gvisor: false, exit: 0, oom: true, want: false}, // an earlier command's kill
+		{gvisor: true, exit: 0, oom: true, want: true},
+		{gvisor: true, exit: 137, oom: false, want: false},
+	} {
+		t.Run(fmt.Sprintf("gvisor=%v,exit=%d,oom=%v", c.gvisor, c.exit, c.oom), func(t *testing.T) {
+			fake := &enginetest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+				st := &container.State{Status: "exited", ExitCode: c.exit, OOMKilled: c.oom, StartedAt: "2026-12-06T18:00:00.5Z"}
+				return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{State: st}}, nil
+			}}
+			fake.EventsFn = func(context.Context, events.ListOptions) (<-chan events.Message, <-chan error) {
+				errc := make(chan error, 1)
+				errc <- io.EOF
+				return nil, errc
+			}
+			sb := &Sandbox{Name: "box", ID: "c1", Labels: map[string]string{}}
+			if c.gvisor {
+				sb.Labels[LabelConfig] = `{"isolation":"gvisor"}`
+			}
+			m := &Manager{Engine: fake, Now: time.Now}
+			gone := m.sandboxGone(context.Background(), sb)
+			switch {
+			case gone == nil:
+				t.Fatal("a stopped sandbox is not gone")
+			case errors.Is(gone, errSandboxOOM) != c.want:
+				t.Errorf("gone: %v, want killed for memory: %v", gone, c.want)
+			case !c.want && !strings.Contains(gone.Error(), "stopped while the command ran (status exited)"):
+				t.Errorf("gone: %v", gone)
 			}
 		})
 	}
