@@ -23,6 +23,7 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/clitest"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
+	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -452,6 +453,22 @@ func TestOOMKillOfTheAgentIsReported(t *testing.T) {
 	}
 	if after := e.sh("echo alive"); after.stdout != "alive\n" {
 		t.Fatalf("the next command did not start the sandbox again: %+v", after.res)
+	}
+
+	// A shell session's call says the same, and the next call has a new shell. The agent is
+	// the one sbx among the children of the sandbox's init (its spare shim is the agent's).
+	if o := e.shellCall("", "X=1"); o.res.ExitCode != 0 {
+		t.Fatalf("first call: %+v", o.res)
+	}
+	res := e.ensure()
+	_, err = e.m.Shell(context.Background(), res.Sandbox, sandbox.ShellOptions{
+		Script: []byte(`for p in $(cat /proc/1/task/1/children); do [ "$(cat /proc/$p/comm)" = sbx ] && echo 1000 >/proc/$p/oom_score_adj; done; python3 -c 'x = bytearray(512 << 20)'`)})
+	res.Lease.Release()
+	if errs.ExitCode(err) != 137 || err == nil || !strings.Contains(err.Error(), "killed: out of memory, limit 64m; the sandbox stopped with everything in it, its shells too") {
+		t.Fatalf("want the call killed for memory with its sandbox: %v", err)
+	}
+	if o := e.shellCall("", `echo "${X:-afresh}"`); o.stdout != "afresh\n" || o.res.Started != "new" {
+		t.Fatalf("the next call: %+v %q", o.res, o.stdout)
 	}
 }
 

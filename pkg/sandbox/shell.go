@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/internal/lazyre"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -222,6 +223,12 @@ func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*S
 	fields, ok := stdout.finish()
 	if res.Canceled {
 		return &ShellResult{Canceled: true, ExitCode: errs.CodeInterrupted, Duration: res.Duration}, nil
+	}
+	if !ok && res.SandboxKilled {
+		// The OOM kill took the sandbox (gVisor, or runc's agent): every shell went with it.
+		return nil, errs.New(fmt.Errorf("shell session %q of sandbox %q: killed: out of memory, limit %s; the sandbox stopped with everything in it, its shells too, and the next call starts it again",
+			session, sb.Name, config.FormatSize(res.MemoryLimit)), 137,
+			"raise memory if the script needs more: the sandbox was made with this limit (sbx create -n NAME --replace --memory SIZE)")
 	}
 	if !ok {
 		return nil, errs.Failure(fmt.Errorf("shell session %q of sandbox %q: the call ended without reporting a status (exit %d)", session, sb.Name, res.ExitCode),
