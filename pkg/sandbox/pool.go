@@ -131,21 +131,13 @@ func (m *Manager) poolLock(ctx context.Context) (*os.File, error) {
 
 // poolRecords returns the pool records: pooled sandbox name -> pool key.
 func (s *StateStore) poolRecords() (map[string]string, error) {
-	dir := filepath.Join(s.Dir, poolDir)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	names, err := s.entryNames(poolDir, "pool records", isRecord(PoolPrefix))
 	if err != nil {
-		return nil, fmt.Errorf("reading pool records: %w", err)
+		return nil, err
 	}
 	out := map[string]string{}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, PoolPrefix) || config.ValidName(name) != nil || !e.Type().IsRegular() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, name))
+	for _, name := range names {
+		data, err := os.ReadFile(s.poolRecord(name))
 		if err != nil {
 			continue // claimed or drained since the read
 		}

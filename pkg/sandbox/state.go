@@ -56,20 +56,33 @@ func (s *StateStore) toolboxDir(hash string) string { return filepath.Join(s.Dir
 // dirNames lists the sandboxes that have a directory in sub (agent, ca): directories, not
 // links, under names sbx could have given.
 func (s *StateStore) dirNames(sub string) ([]string, error) {
+	return s.entryNames(sub, sub+" directories", func(e fs.DirEntry) bool { return e.IsDir() && config.ValidName(e.Name()) == nil })
+}
+
+// entryNames lists the entries of directory sub of the state directory ("" for the directory
+// itself) that keep accepts; a missing directory has none. what names it in an error.
+func (s *StateStore) entryNames(sub, what string, keep func(fs.DirEntry) bool) ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(s.Dir, sub))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s directories: %w", sub, err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	var names []string
 	for _, e := range entries {
-		if e.IsDir() && config.ValidName(e.Name()) == nil {
+		if keep(e) {
 			names = append(names, e.Name())
 		}
 	}
 	return names, nil
+}
+
+// isRecord accepts a record file: a regular file named as a sandbox whose name has prefix.
+func isRecord(prefix string) func(fs.DirEntry) bool {
+	return func(e fs.DirEntry) bool {
+		return strings.HasPrefix(e.Name(), prefix) && config.ValidName(e.Name()) == nil && e.Type().IsRegular()
+	}
 }
 
 // agentLock is the lock file held while sandbox name starts with its agent (agent.go): beside
@@ -205,18 +218,12 @@ func (s *StateStore) Remove(name string) error {
 
 // Names lists the sandboxes that have a state file.
 func (s *StateStore) Names() ([]string, error) {
-	entries, err := os.ReadDir(s.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+	files, err := s.entryNames("", "state dir", func(e fs.DirEntry) bool {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		return ok && config.ValidName(n) == nil
+	})
+	for i, f := range files {
+		files[i] = strings.TrimSuffix(f, ".json")
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading state dir: %w", err)
-	}
-	var names []string
-	for _, e := range entries {
-		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && config.ValidName(n) == nil {
-			names = append(names, n)
-		}
-	}
-	return names, nil
+	return files, err
 }

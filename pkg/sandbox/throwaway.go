@@ -8,12 +8,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/sbx-sandbox/sbx/internal/flock"
-	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -103,22 +102,14 @@ func (m *Manager) SweepThrowaways(ctx context.Context) ([]string, error) {
 	if m.State == nil || !flock.Excludes {
 		return nil, nil
 	}
-	dir := filepath.Join(m.State.Dir, throwawayDir)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	paths, err := m.State.throwawayRecords()
 	if err != nil {
-		return nil, fmt.Errorf("reading throwaway records: %w", err)
+		return nil, err
 	}
 	var removed []string
 	var first error
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, ThrowawayPrefix) || config.ValidName(name) != nil || !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(dir, name)
+	for _, path := range paths {
+		name := filepath.Base(path)
 		lock, err := flock.Open(ctx, path, true, false)
 		if err != nil {
 			continue // its sbx still runs (flock.ErrLocked), or the record just went
@@ -137,6 +128,30 @@ func (m *Manager) SweepThrowaways(ctx context.Context) ([]string, error) {
 		removed = append(removed, name)
 	}
 	return removed, first
+}
+
+// throwawayRecords are the paths of the throwaway records in the state directory: the one
+// rule for what counts as one, for the sweep and for the warm path's check alike.
+func (s *StateStore) throwawayRecords() ([]string, error) {
+	names, err := s.entryNames(throwawayDir, "throwaway records", isRecord(ThrowawayPrefix))
+	for i, n := range names {
+		names[i] = filepath.Join(s.Dir, throwawayDir, n)
+	}
+	return names, err
+}
+
+// leftThrowaway says whether a throwaway sandbox's record is not held by its sbx: one left
+// by an sbx that did not finish, which the next command that reaches the engine removes
+// (SweepThrowaways). A directory it cannot read counts as one, so the warm path gives way.
+func (s *StateStore) leftThrowaway() bool {
+	if !flock.Excludes {
+		return false
+	}
+	paths, err := s.throwawayRecords()
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(paths, flock.Unheld)
 }
 
 // sameFile reports whether the open file f is still what path names.

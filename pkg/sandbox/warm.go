@@ -8,12 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/agent"
-	"github.com/sbx-sandbox/sbx/pkg/config"
 )
 
 // A warm exec (Warm) runs a command in a running sandbox without asking the engine anything:
@@ -211,29 +208,6 @@ func (m *Manager) current(sb *Sandbox, in SpecInput) bool {
 	}
 	d, err := m.Resolver.Drift(sb, &in)
 	return err == nil && d.Current
-}
-
-// leftThrowaway says whether a throwaway sandbox's record is not held by its sbx: one left
-// by an sbx that did not finish, which the next command that reaches the engine removes
-// (SweepThrowaways).
-func (s *StateStore) leftThrowaway() bool {
-	if !flock.Excludes {
-		return false
-	}
-	dir := filepath.Join(s.Dir, throwawayDir)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return !errors.Is(err, os.ErrNotExist)
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), ThrowawayPrefix) || config.ValidName(e.Name()) != nil || !e.Type().IsRegular() {
-			continue
-		}
-		if flock.Unheld(filepath.Join(dir, e.Name())) {
-			return true
-		}
-	}
-	return false
 }
 
 // takeAgent is the greeted connection to sb's agent that Warm left for its next command, or
