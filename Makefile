@@ -36,7 +36,7 @@ staticcheck:
 
 ## shellcheck: the shell scripts sbx runs in sandboxes and images, and the test setup
 shellcheck:
-	shellcheck --norc -s bash pkg/sandbox/scripts/*.sh pkg/snippet/scripts/*.sh pkg/mcpserver/scripts/*.sh images/*.sh scripts/*.sh cmd/testdata/*.sh
+	shellcheck --norc -s bash pkg/*/scripts/*.sh images/*.sh scripts/*.sh cmd/testdata/*.sh
 
 go-test:
 	SBX_REQUIRE_DOCKER=1 SBX_REQUIRE_ENGINES=1 SBX_REQUIRE_PYTHON3=1 SBX_REQUIRE_ROOT=1 bash scripts/go-test.sh -race -count=1 -timeout $(TEST_TIMEOUT) ./...

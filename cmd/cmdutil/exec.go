@@ -10,6 +10,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -55,7 +56,7 @@ func memoryHint(res *sandbox.ExecResult, r *config.Resolved) string {
 }
 
 // ShellExitFor maps how an sbx sh call ended to sbx's exit codes.
-func ShellExitFor(res *sandbox.ShellResult, timeout time.Duration, r *config.Resolved) error {
+func ShellExitFor(res *proc.ShellResult, timeout time.Duration, r *config.Resolved) error {
 	switch {
 	case res.Canceled:
 		return errs.New(errors.New("interrupted; the script was interrupted and the session keeps its state"), errs.CodeInterrupted, "")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -58,15 +59,15 @@ func TestExitFor(t *testing.T) {
 func TestShellExitFor(t *testing.T) {
 	r := &config.Resolved{Config: config.Defaults(), Sources: map[string]config.Source{}}
 	for _, tt := range []struct {
-		res  sandbox.ShellResult
+		res  proc.ShellResult
 		code int
 		msg  string
 	}{
-		{sandbox.ShellResult{}, 0, ""},
-		{sandbox.ShellResult{ExitCode: 3}, 3, ""},
-		{sandbox.ShellResult{ExitCode: 3, ShellExited: true}, 3, ""},
-		{sandbox.ShellResult{ExitCode: 130, TimedOut: true}, errs.CodeTimeout, "timed out after 2s"},
-		{sandbox.ShellResult{Canceled: true, ExitCode: 130}, errs.CodeInterrupted, "interrupted"},
+		{proc.ShellResult{}, 0, ""},
+		{proc.ShellResult{ExitCode: 3}, 3, ""},
+		{proc.ShellResult{ExitCode: 3, ShellExited: true}, 3, ""},
+		{proc.ShellResult{ExitCode: 130, TimedOut: true}, errs.CodeTimeout, "timed out after 2s"},
+		{proc.ShellResult{Canceled: true, ExitCode: 130}, errs.CodeInterrupted, "interrupted"},
 	} {
 		err := ShellExitFor(&tt.res, 2*time.Second, r)
 		if errs.ExitCode(err) != tt.code || (tt.msg != "" && !strings.Contains(err.Error(), tt.msg)) {
@@ -89,7 +90,7 @@ func TestTimeoutHintNamesItsSource(t *testing.T) {
 		if got := errs.Hint(ExitFor(res, tt.timeout, r)); got != tt.want {
 			t.Errorf("timeout %s: hint %q, want %q", tt.timeout, got, tt.want)
 		}
-		if got := errs.Hint(ShellExitFor(&sandbox.ShellResult{TimedOut: true}, tt.timeout, r)); got != tt.want {
+		if got := errs.Hint(ShellExitFor(&proc.ShellResult{TimedOut: true}, tt.timeout, r)); got != tt.want {
 			t.Errorf("sh, timeout %s: hint %q, want %q", tt.timeout, got, tt.want)
 		}
 	}

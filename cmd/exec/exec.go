@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -197,7 +198,7 @@ func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *s
 	if opts.TimeoutSet {
 		timeout = opts.Timeout
 	}
-	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: opts.Command, Env: env, WorkDir: cmdutil.WorkDir(opts.WorkDir, r), User: opts.User, Timeout: timeout})
+	id, err := proc.Start(ctx, m, sb, proc.Options{Cmd: opts.Command, Env: env, WorkDir: cmdutil.WorkDir(opts.WorkDir, r), User: opts.User, Timeout: timeout})
 	if err != nil {
 		return err
 	}

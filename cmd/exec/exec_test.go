@@ -17,7 +17,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 func testFactory(env map[string]string) *cmdutil.Factory {
@@ -112,7 +112,7 @@ func TestExecRunDetached(t *testing.T) {
 	e.AnswerInTurn(t, enginetest.Answer{})
 	err := execRun(context.Background(), &ExecOptions{IO: e.IO, Factory: e.F, Name: "web", Detach: true, Command: []string{"sleep", "60"}})
 	id := strings.TrimSuffix(e.Out.String(), "\n")
-	if err != nil || sandbox.ValidProcID(id) != nil {
+	if err != nil || proc.ValidID(id) != nil {
 		t.Fatalf("err %v, stdout %q", err, e.Out)
 	}
 	if want := `started process ` + id + ` in sandbox "web"; its output: sbx logs -n web ` + id + "\n"; e.Err.String() != want {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 // KillOptions are the inputs of "sbx kill".
@@ -17,7 +17,7 @@ type KillOptions struct {
 	Factory *cmdutil.Factory
 	Name    string
 	ID      string
-	Signal  string // as sandbox.ParseSignal returns it
+	Signal  string // as proc.ParseSignal returns it
 }
 
 // NewCmdKill builds "sbx kill".
@@ -37,10 +37,10 @@ has exited, whatever is left of its group gets TERM, then KILL 5 s later.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
-			if err := sandbox.ValidProcID(opts.ID); err != nil {
+			if err := proc.ValidID(opts.ID); err != nil {
 				return err
 			}
-			sig, err := sandbox.ParseSignal(signal)
+			sig, err := proc.ParseSignal(signal)
 			if err != nil {
 				return err
 			}
@@ -60,7 +60,7 @@ func killRun(ctx context.Context, opts *KillOptions) error {
 		return err
 	}
 	defer release()
-	p, err := m.KillProc(ctx, sb, opts.ID, opts.Signal)
+	p, err := proc.Kill(ctx, m, sb, opts.ID, opts.Signal)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 func TestNewCmdKillFlags(t *testing.T) {
@@ -39,7 +39,7 @@ func TestKillRunFailures(t *testing.T) {
 	e := cmdtest.WithRunning(t, "web")
 	e.AnswerInTurn(t, enginetest.Answer{Code: 4})
 	err := killRun(context.Background(), &KillOptions{IO: e.IO, Factory: e.F, Name: "web", ID: "abc123", Signal: "KILL"})
-	var exited *sandbox.AlreadyExitedError
+	var exited *proc.AlreadyExitedError
 	if !errors.As(err, &exited) || err.Error() != `process "abc123" has already exited` || errs.ExitCode(err) != errs.CodeError {
 		t.Errorf("exited: %v (exit %d)", err, errs.ExitCode(err))
 	}

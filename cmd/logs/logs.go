@@ -9,7 +9,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 // LogsOptions are the inputs of "sbx logs".
@@ -36,7 +36,7 @@ newest 768 KiB to 1 MiB of each stream; older output is dropped, and logs says s
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
-			if err := sandbox.ValidProcID(opts.ID); err != nil {
+			if err := proc.ValidID(opts.ID); err != nil {
 				return err
 			}
 			if err := cmdutil.CheckName(opts.Name); err != nil {
@@ -64,7 +64,7 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 		return err
 	}
 	defer release()
-	p, err := m.Proc(ctx, sb, opts.ID)
+	p, err := proc.Get(ctx, m, sb, opts.ID)
 	if err != nil {
 		return err
 	}
@@ -74,15 +74,15 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 			n      int64
 		}{{"stdout", p.DroppedStdout}, {"stderr", p.DroppedStderr}} {
 			if d.n > 0 {
-				opts.IO.Progressf("note: the oldest %d bytes of its %s were dropped (a process keeps at most %d bytes of each stream)\n", d.n, d.stream, sandbox.ProcOutputCap)
+				opts.IO.Progressf("note: the oldest %d bytes of its %s were dropped (a process keeps at most %d bytes of each stream)\n", d.n, d.stream, proc.OutputCap)
 			}
 		}
 	}
-	err = m.ProcLogs(ctx, sb, opts.ID, sandbox.LogsOptions{Follow: opts.Follow, Tail: opts.Tail, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut})
+	err = proc.Logs(ctx, m, sb, opts.ID, proc.LogsOptions{Follow: opts.Follow, Tail: opts.Tail, Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut})
 	if err != nil || !opts.Follow {
 		return err
 	}
-	if p, err = m.Proc(ctx, sb, opts.ID); err == nil {
+	if p, err = proc.Get(ctx, m, sb, opts.ID); err == nil {
 		opts.IO.Progressf("process %s %s\n", p.ID, p.Status())
 	}
 	return nil

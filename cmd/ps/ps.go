@@ -14,6 +14,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/internal/lazyre"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -71,7 +72,7 @@ func psRun(ctx context.Context, opts *PsOptions) error {
 		defer release()
 	}
 	var notRunning *sandbox.NotRunningError
-	var list []sandbox.Proc
+	var list []proc.Proc
 	switch {
 	case sandbox.IsNotFound(err) || errors.As(err, &notRunning):
 		// Nothing runs in a sandbox that does not: an empty list, and why on stderr.
@@ -79,7 +80,7 @@ func psRun(ctx context.Context, opts *PsOptions) error {
 	case err != nil:
 		return err
 	default:
-		if list, err = m.Procs(ctx, sb); err != nil {
+		if list, err = proc.List(ctx, m, sb); err != nil {
 			return err
 		}
 	}
@@ -97,7 +98,7 @@ func printProcs(io *iostreams.IOStreams, entries []Entry) {
 	for _, e := range entries {
 		command := ShellJoin(e.Command)
 		if command == "" {
-			// Its record in the sandbox was unreadable or too long (sandbox.MaxProcMeta).
+			// Its record in the sandbox was unreadable or too long (proc.MaxMeta).
 			command = "?"
 		}
 		t.Rows = append(t.Rows, []string{e.ID, command, StateText(e), e.StartedAt.Local().Format("2006-01-02 15:04:05"),
@@ -119,7 +120,7 @@ func printProcs(io *iostreams.IOStreams, entries []Entry) {
 }
 
 // Entries turns processes into their JSON form; durations of running ones run until now.
-func Entries(list []sandbox.Proc, now time.Time) []Entry {
+func Entries(list []proc.Proc, now time.Time) []Entry {
 	out := make([]Entry, 0, len(list))
 	for _, p := range list {
 		e := Entry{ID: p.ID, Command: p.Command, State: p.State, TimedOut: p.TimedOut, PID: p.PID, User: p.User, WorkDir: p.WorkDir,

@@ -13,7 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 func TestNewCmdPsFlags(t *testing.T) {
@@ -27,7 +27,7 @@ func TestNewCmdPsFlags(t *testing.T) {
 
 func TestEntriesAndState(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	list := []sandbox.Proc{
+	list := []proc.Proc{
 		{ID: "a", Command: []string{"sleep", "9"}, State: "running", StartedAt: start, PID: 7},
 		{ID: "b", State: "exited", ExitCode: 143, TimedOut: true, StartedAt: start, EndedAt: start.Add(2 * time.Second)},
 		{ID: "c", State: "exited", ExitCode: 0, StartedAt: start, EndedAt: start.Add(time.Second)},
@@ -69,7 +69,7 @@ func TestShellJoin(t *testing.T) {
 // piped, they are escaped, never obeyed.
 func TestPrintProcsEscapesSandboxText(t *testing.T) {
 	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	entries := Entries([]sandbox.Proc{
+	entries := Entries([]proc.Proc{
 		{ID: "abc123", Command: []string{"bash", "-c", "sleep 600", "\x1b]0;pwned\x07\x1b[31mred"}, State: "running", StartedAt: start},
 		{ID: "\x1b[2Jx", State: "lost", StartedAt: start},
 	}, start.Add(time.Minute))

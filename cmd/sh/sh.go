@@ -11,6 +11,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
@@ -87,7 +88,7 @@ Exit status: the script's own; 124 on timeout; 125 when sbx, the engine or the s
 			if err := cmdutil.CheckName(opts.Name); err != nil {
 				return err
 			}
-			if err := sandbox.ValidSession(opts.Session); err != nil {
+			if err := proc.ValidSession(opts.Session); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -98,10 +99,10 @@ Exit status: the script's own; 124 on timeout; 125 when sbx, the engine or the s
 	}
 	fl := cmd.Flags()
 	cmdutil.NameFlag(fl, &opts.Name)
-	fl.StringVarP(&opts.Session, "session", "s", sandbox.DefaultSession, "`session` name: letters, digits, - and _")
+	fl.StringVarP(&opts.Session, "session", "s", proc.DefaultSession, "`session` name: letters, digits, - and _")
 	fl.StringVarP(&opts.Script, "command", "c", "", "the `script` to run in the session's shell")
 	fl.DurationVar(&opts.Timeout, "timeout", 0, "interrupt the script after `duration` (default: the timeout key; 0 = none)")
-	fl.DurationVar(&opts.Wait, "wait", sandbox.ShellLockWait, "wait at most `duration` for another call on the session to end")
+	fl.DurationVar(&opts.Wait, "wait", proc.ShellLockWait, "wait at most `duration` for another call on the session to end")
 	fl.BoolVar(&opts.Reset, "reset", false, "start the session's shell afresh")
 	fl.BoolVar(&opts.List, "list", false, "list the sandbox's sessions")
 	fl.BoolVar(&opts.JSON, "json", false, "with --list: print a JSON array")
@@ -123,7 +124,7 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 		return err
 	}
 	defer release()
-	res, err := m.Shell(ctx, sb, sandbox.ShellOptions{
+	res, err := proc.Shell(ctx, m, sb, proc.ShellOptions{
 		Session: opts.Session, Script: []byte(opts.Script), NoScript: !opts.ScriptSet, Reset: opts.Reset,
 		Timeout: timeout, LockWait: opts.Wait, Env: cmdutil.PassEnv(f, r), WorkDir: cmdutil.WorkDir("", r),
 		Stdout: opts.IO.Out, Stderr: opts.IO.ErrOut,
@@ -138,7 +139,7 @@ func shRun(ctx context.Context, opts *ShOptions) error {
 
 // Announce says on stderr when a call started a new shell, or when the shell ended. The
 // exit status it may quote is read from a file in the sandbox.
-func Announce(io *iostreams.IOStreams, session string, res *sandbox.ShellResult) {
+func Announce(io *iostreams.IOStreams, session string, res *proc.ShellResult) {
 	if msg := res.Notice(session); msg != "" {
 		io.Progressf("sbx: %s\n", cmdutil.SafeText(msg))
 	}
@@ -148,7 +149,7 @@ func listRun(ctx context.Context, opts *ShOptions) error {
 	f := opts.Factory
 	m, sb, release, err := cmdutil.RunningSandbox(ctx, f, opts.Name)
 	var notRunning *sandbox.NotRunningError
-	var list []sandbox.ShellSession
+	var list []proc.ShellSession
 	switch {
 	case sandbox.IsNotFound(err) || errors.As(err, &notRunning):
 		opts.IO.Progressf("%v\n", err) // sessions end with their sandbox
@@ -156,7 +157,7 @@ func listRun(ctx context.Context, opts *ShOptions) error {
 		return err
 	default:
 		defer release()
-		if list, err = m.ShellSessions(ctx, sb); err != nil {
+		if list, err = proc.Sessions(ctx, m, sb); err != nil {
 			return err
 		}
 	}

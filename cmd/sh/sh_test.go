@@ -13,7 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 func TestNewCmdShFlags(t *testing.T) {
@@ -43,14 +43,14 @@ func TestNewCmdShFlags(t *testing.T) {
 
 func TestAnnounce(t *testing.T) {
 	ios, _, _, errOut := iostreams.Test()
-	Announce(ios, "build", &sandbox.ShellResult{Started: "replaced", PrevExit: "137"})
-	Announce(ios, "build", &sandbox.ShellResult{Started: "new"})
+	Announce(ios, "build", &proc.ShellResult{Started: "replaced", PrevExit: "137"})
+	Announce(ios, "build", &proc.ShellResult{Started: "new"})
 	if errOut.String() != "sbx: the shell of session \"build\" had ended (exit status 137); this call ran in a new one, so its directory, variables and functions started afresh\n" {
 		t.Errorf("stderr %q", errOut)
 	}
 	errOut.Reset()
 	ios.SetQuiet(true)
-	Announce(ios, "build", &sandbox.ShellResult{ShellExited: true, ExitCode: 1})
+	Announce(ios, "build", &proc.ShellResult{ShellExited: true, ExitCode: 1})
 	if errOut.Len() != 0 {
 		t.Errorf("quiet: %q", errOut)
 	}
@@ -74,7 +74,7 @@ func TestPrintSessionsEscapesSandboxText(t *testing.T) {
 // The exit status of a replaced shell is read from a file in the sandbox.
 func TestAnnounceEscapesSandboxText(t *testing.T) {
 	ios, _, _, errOut := iostreams.Test()
-	Announce(ios, "build", &sandbox.ShellResult{Started: "replaced", PrevExit: "\x1b]0;pwned\x07"})
+	Announce(ios, "build", &proc.ShellResult{Started: "replaced", PrevExit: "\x1b]0;pwned\x07"})
 	if strings.ContainsAny(errOut.String(), "\x1b\x07") || !strings.Contains(errOut.String(), `(exit status \u001b]0;pwned\u0007)`) {
 		t.Errorf("stderr %q", errOut)
 	}
@@ -121,7 +121,7 @@ func TestShRunBusy(t *testing.T) {
 	e := cmdtest.WithRunning(t, "web")
 	shellAnswers(t, e, "", "busy=1")
 	err := shRun(context.Background(), &ShOptions{IO: e.IO, Factory: e.F, Name: "web", Session: "build", Script: "make", ScriptSet: true, Wait: time.Second})
-	var busy *sandbox.ShellBusyError
+	var busy *proc.ShellBusyError
 	if !errors.As(err, &busy) || busy.Session != "build" || errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(errs.Hint(err), "--wait") {
 		t.Errorf("err %v (exit %d, hint %q)", err, errs.ExitCode(err), errs.Hint(err))
 	}

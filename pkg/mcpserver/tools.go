@@ -12,6 +12,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/explain"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 	"github.com/sbx-sandbox/sbx/pkg/snippet"
 )
@@ -151,7 +152,7 @@ func (s *server) register(srv *mcp.Server) {
 	addTool(s, srv, toolSpec{name: "list_files", policy: config.ToolRead,
 		does: fmt.Sprintf("List a directory in the sandbox, recursively to depth (default %d, at most %d), at most %d entries.", DefaultListDepth, MaxListDepth, MaxListEntries)}, s.listFiles)
 	addTool(s, srv, toolSpec{name: "start_process", policy: config.ToolExec,
-		does: fmt.Sprintf("Start a shell command in the background (a server, a watcher) and return its ID at once. It keeps running after this call; its output is kept in the sandbox (the newest %d KiB of each stream). See it with process_output, stop it with kill_process.", sandbox.ProcOutputCap>>10)}, s.startProcess)
+		does: fmt.Sprintf("Start a shell command in the background (a server, a watcher) and return its ID at once. It keeps running after this call; its output is kept in the sandbox (the newest %d KiB of each stream). See it with process_output, stop it with kill_process.", proc.OutputCap>>10)}, s.startProcess)
 	addTool(s, srv, toolSpec{name: "list_processes", policy: config.ToolExec,
 		does: "List the background processes of the sandbox with their state."}, s.listProcesses)
 	addTool(s, srv, toolSpec{name: "process_output", policy: config.ToolExec,
@@ -207,9 +208,9 @@ func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) 
 	}
 	session := in.Session
 	if session == "" {
-		session = sandbox.DefaultSession
+		session = proc.DefaultSession
 	}
-	if err := sandbox.ValidSession(session); err != nil {
+	if err := proc.ValidSession(session); err != nil {
 		return ShellOutput{}, err
 	}
 	timeout, limit, err := s.callLimits(in.TimeoutSeconds, in.MaxOutputBytes)
@@ -222,7 +223,7 @@ func (s *server) shell(ctx context.Context, in ShellInput) (ShellOutput, error) 
 	}
 	defer release()
 	c := capture(limit)
-	res, err := m.Shell(ctx, sb, sandbox.ShellOptions{Session: session, Script: []byte(in.Command), NoScript: in.Command == "",
+	res, err := proc.Shell(ctx, m, sb, proc.ShellOptions{Session: session, Script: []byte(in.Command), NoScript: in.Command == "",
 		Reset: in.Reset, Timeout: timeout, Env: s.Env, WorkDir: s.WorkDir, Stdout: c.out, Stderr: c.err})
 	if err != nil {
 		return ShellOutput{}, err
@@ -288,12 +289,12 @@ func (s *server) startProcess(ctx context.Context, in StartInput) (ProcOutput, e
 		return ProcOutput{}, err
 	}
 	defer release()
-	id, err := m.StartProc(ctx, sb, sandbox.ProcOptions{Cmd: []string{sb.Bash(), "-c", script}, Env: env, WorkDir: dir,
+	id, err := proc.Start(ctx, m, sb, proc.Options{Cmd: []string{sb.Bash(), "-c", script}, Env: env, WorkDir: dir,
 		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second))})
 	if err != nil {
 		return ProcOutput{}, err
 	}
-	p, err := m.Proc(ctx, sb, id)
+	p, err := proc.Get(ctx, m, sb, id)
 	if err != nil {
 		return ProcOutput{}, err
 	}
@@ -306,7 +307,7 @@ func (s *server) listProcesses(ctx context.Context, _ NoInput) (ProcsOutput, err
 		return ProcsOutput{}, err
 	}
 	defer release()
-	list, err := m.Procs(ctx, sb)
+	list, err := proc.List(ctx, m, sb)
 	if err != nil {
 		return ProcsOutput{}, err
 	}
@@ -318,7 +319,7 @@ func (s *server) listProcesses(ctx context.Context, _ NoInput) (ProcsOutput, err
 }
 
 func (s *server) processOutput(ctx context.Context, in OutputInput) (OutputOutput, error) {
-	if err := sandbox.ValidProcID(in.ID); err != nil {
+	if err := proc.ValidID(in.ID); err != nil {
 		return OutputOutput{}, err
 	}
 	limit, err := maxOutput(in.MaxOutputBytes)
@@ -333,7 +334,7 @@ func (s *server) processOutput(ctx context.Context, in OutputInput) (OutputOutpu
 		return OutputOutput{}, err
 	}
 	defer release()
-	p, err := m.Proc(ctx, sb, in.ID)
+	p, err := proc.Get(ctx, m, sb, in.ID)
 	if err != nil {
 		return OutputOutput{}, err
 	}
@@ -342,7 +343,7 @@ func (s *server) processOutput(ctx context.Context, in OutputInput) (OutputOutpu
 		tail = in.Tail
 	}
 	stdout, stderr := &tailBuffer{limit: limit}, &tailBuffer{limit: limit}
-	if err := m.ProcLogs(ctx, sb, in.ID, sandbox.LogsOptions{Tail: tail, Stdout: stdout, Stderr: stderr}); err != nil {
+	if err := proc.Logs(ctx, m, sb, in.ID, proc.LogsOptions{Tail: tail, Stdout: stdout, Stderr: stderr}); err != nil {
 		return OutputOutput{}, err
 	}
 	out := OutputOutput{ProcOutput: s.procOutput(p), Truncated: tail < 0 && (p.DroppedStdout > 0 || p.DroppedStderr > 0)}
@@ -382,13 +383,13 @@ func (t *tailBuffer) text() (string, bool) {
 }
 
 func (s *server) killProcess(ctx context.Context, in KillInput) (ProcOutput, error) {
-	if err := sandbox.ValidProcID(in.ID); err != nil {
+	if err := proc.ValidID(in.ID); err != nil {
 		return ProcOutput{}, err
 	}
 	if in.Signal == "" {
 		in.Signal = "TERM"
 	}
-	sig, err := sandbox.ParseSignal(in.Signal)
+	sig, err := proc.ParseSignal(in.Signal)
 	if err != nil {
 		return ProcOutput{}, err
 	}
@@ -397,7 +398,7 @@ func (s *server) killProcess(ctx context.Context, in KillInput) (ProcOutput, err
 		return ProcOutput{}, err
 	}
 	defer release()
-	p, err := m.KillProc(ctx, sb, in.ID, sig)
+	p, err := proc.Kill(ctx, m, sb, in.ID, sig)
 	if err != nil {
 		return ProcOutput{}, err
 	}
@@ -415,7 +416,7 @@ func (s *server) explain(_ context.Context, _ NoInput) (ExplainOutput, error) {
 	return ExplainOutput{Report: explain.Build(s.Resolved, explain.Options{}), WorkDir: s.WorkDir}, nil
 }
 
-func (s *server) procOutput(p *sandbox.Proc) ProcOutput {
+func (s *server) procOutput(p *proc.Proc) ProcOutput {
 	out := ProcOutput{ID: p.ID, Command: p.Command, State: p.State, TimedOut: p.TimedOut, DurationMs: p.Duration(s.Now()).Milliseconds()}
 	if out.Command == nil {
 		out.Command = []string{}

@@ -196,15 +196,15 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 	switch {
 	case opts.strictStdin:
 		req.Strict = agent.StrictStdin
-	case opts.Interactive && !opts.detach:
+	case opts.Interactive && opts.Launcher == "":
 		req.Strict = agent.StrictExit
 	}
-	// A background process keeps its own timeout (procScript); what sbx starts to outlive the
+	// A background process keeps its own timeout (its Launcher); what sbx starts to outlive the
 	// exec is neither adopted by the command nor ended with it.
-	if opts.detach || opts.outlive {
+	if opts.Launcher != "" || opts.Outlive {
 		req.Reap = false
 	}
-	if opts.detach {
+	if opts.Launcher != "" {
 		req.Timeout = 0
 	}
 	if opts.grace > 0 {
@@ -263,7 +263,7 @@ func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions,
 		}
 	}
 	// Without -i the command reads an empty stdin, as from docker exec.
-	if err := c.Start(req, !opts.Interactive && !opts.detach); err != nil {
+	if err := c.Start(req, !opts.Interactive && opts.Launcher == ""); err != nil {
 		c.Close()
 		return nil, errs.Failure(fmt.Errorf("sending a command to sandbox %q: %w", sb.Name, err), "")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 	"github.com/sbx-sandbox/sbx/pkg/stats"
 )
 
@@ -28,12 +29,12 @@ import (
 // the host; the command then goes through the engine's exec and still works. (Today's
 // sandboxes cannot plant one: the directory is read-only inside.)
 func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
-	e := newEnv(t, nil)
-	res := e.ensure()
+	e := sandboxtest.New(t, nil)
+	res := e.Ensure()
 	if res.Sandbox.Labels[sandbox.LabelAgent] == "" {
 		t.Fatal("the sandbox has no agent")
 	}
-	dir := e.agentDir()
+	dir := agentDir(e)
 	// A host socket only a followed link could reach: inside the sandbox this path does not exist.
 	bait := filepath.Join(t.TempDir(), "bait.sock")
 	ln, err := net.Listen("unix", bait)
@@ -57,9 +58,9 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 		_, err = c.Read(b)
 		first <- map[bool]string{true: "sentinel", false: "sbx"}[err == nil && b[0] == 'S']
 	}()
-	o := e.sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock 2>&1; echo $?")
-	if !strings.Contains(o.stdout, "Read-only file system") {
-		t.Errorf("moving the socket from inside: %q", o.stdout)
+	o := e.Sh("mv " + sandbox.AgentMountPath + "/agent.sock " + sandbox.AgentMountPath + "/moved.sock 2>&1; echo $?")
+	if !strings.Contains(o.Stdout, "Read-only file system") {
+		t.Errorf("moving the socket from inside: %q", o.Stdout)
 	}
 	// As a sandbox of an older sbx could.
 	if err := os.Rename(filepath.Join(dir, "agent.sock"), filepath.Join(dir, "moved.sock")); err != nil {
@@ -68,9 +69,9 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 	if err := os.Symlink(bait, filepath.Join(dir, "agent.sock")); err != nil {
 		t.Fatal(err)
 	}
-	o = e.sh("echo $PPID; echo works")
-	if !strings.HasSuffix(o.stdout, "works\n") || !strings.HasPrefix(o.stdout, "0\n") {
-		t.Errorf("want the command through the engine's exec (parent pid 0): %+v %q %q", o.res, o.stdout, o.stderr)
+	o = e.Sh("echo $PPID; echo works")
+	if !strings.HasSuffix(o.Stdout, "works\n") || !strings.HasPrefix(o.Stdout, "0\n") {
+		t.Errorf("want the command through the engine's exec (parent pid 0): %+v %q %q", o.Res, o.Stdout, o.Stderr)
 	}
 	sentinel, err := net.Dial("unix", bait)
 	if err != nil {
@@ -88,14 +89,14 @@ func TestAgentSocketLinkIsNotFollowed(t *testing.T) {
 // Killing the agent from inside stops the sandbox; the next command starts it again, with
 // its agent.
 func TestAgentKilledFromInside(t *testing.T) {
-	e := newEnv(t, nil)
-	res := e.ensure()
+	e := sandboxtest.New(t, nil)
+	res := e.Ensure()
 	script := `for p in /proc/[0-9]*; do if tr '\0' ' ' <$p/cmdline 2>/dev/null | grep -q '^` + sandbox.AgentBinaryPath + ` __agent '; then kill -KILL ${p#/proc/}; fi; done; sleep 5`
-	_, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"bash", "-c", script}, Stdout: io.Discard, Stderr: io.Discard})
+	_, err := e.M.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"bash", "-c", script}, Stdout: io.Discard, Stderr: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "stopped while the command ran") {
 		t.Fatalf("want an error saying the sandbox stopped, got %v", err)
 	}
-	e.checkTransport(true)
+	e.CheckTransport(true)
 }
 
 // A sandbox on an image sbx does not bundle has the agent too (sbx is static): a copy of the
@@ -103,27 +104,27 @@ func TestAgentKilledFromInside(t *testing.T) {
 // sbx's. The command's parent is the agent, sbx's binary mounted into the sandbox.
 func TestAgentOnOtherImages(t *testing.T) {
 	eng := enginetest.RealEngine(t)
-	tag := "sbx-test-custom:" + testRun
+	tag := "sbx-test-custom:" + sandboxtest.Run
 	buildCustomImage(t, eng, tag)
 	for _, img := range []string{tag, "debian:bookworm-slim"} {
 		t.Run(img, func(t *testing.T) {
-			e := newEnvAgents(t, true, func(c *config.Config) { c.Image = img })
-			res := e.ensure()
+			e := sandboxtest.NewAgents(t, true, func(c *config.Config) { c.Image = img })
+			res := e.Ensure()
 			if res.Sandbox.Labels[sandbox.LabelAgent] == "" {
 				t.Fatalf("no agent label on %s: %v", img, res.Sandbox.Labels)
 			}
-			e.checkTransport(true)
+			e.CheckTransport(true)
 			// Not bundled: the agent appends the toolbox to commands' PATH.
 			want := sandbox.AgentBinaryPath + " __agent " + sandbox.AgentMountPath + " 0 " + sandbox.ToolboxMountPath + "/bin "
-			if o := e.sh(`tr '\0' ' ' </proc/$PPID/cmdline`); o.stdout != want {
-				t.Errorf("the command's parent is %q, not the agent", o.stdout)
+			if o := e.Sh(`tr '\0' ' ' </proc/$PPID/cmdline`); o.Stdout != want {
+				t.Errorf("the command's parent is %q, not the agent", o.Stdout)
 			}
 		})
 	}
 }
 
-// agentDir is where sbx keeps the agent socket of the env's sandbox.
-func (e *env) agentDir() string { return filepath.Join(e.m.State.Dir, "agent", e.in.Name) }
+// agentDir is where sbx keeps the agent socket of e's sandbox.
+func agentDir(e *sandboxtest.Env) string { return filepath.Join(e.M.State.Dir, "agent", e.In.Name) }
 
 // buildCustomImage makes tag, a copy of the bundled sandbox image under a name sbx does not
 // know, and removes it when the test ends.
@@ -131,7 +132,7 @@ func buildCustomImage(t *testing.T, eng engine.Engine, tag string) {
 	t.Helper()
 	var ctxTar bytes.Buffer
 	tw := tar.NewWriter(&ctxTar)
-	df := []byte("FROM " + images.SandboxTag + "\nLABEL " + enginetest.TestLabel + "=" + testRun + "\n")
+	df := []byte("FROM " + images.SandboxTag + "\nLABEL " + enginetest.TestLabel + "=" + sandboxtest.Run + "\n")
 	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,17 +155,17 @@ func buildCustomImage(t *testing.T, eng engine.Engine, tag string) {
 // While a fork bomb holds every pid, a new command cannot start; the agent says so, and
 // serves again once the bomb is gone.
 func TestAgentDuringForkBomb(t *testing.T) {
-	e := newEnv(t, func(c *config.Config) { c.PidsLimit = 64 })
-	res := e.ensure()
+	e := sandboxtest.New(t, func(c *config.Config) { c.PidsLimit = 64 })
+	res := e.Ensure()
 	// Time enough to see the bomb fill the limit, short of bash's own giving up on forks
 	// (after about 20 s, exit status 254).
-	bomb := make(chan execOut, 1)
+	bomb := make(chan sandboxtest.ExecOut, 1)
 	go func() {
-		bomb <- e.exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 10 * time.Second})
+		bomb <- e.Exec(context.Background(), sandbox.ExecOptions{Cmd: []string{"bash", "-c", "bomb() { bomb | bomb & }; while true; do bomb; done"}, Timeout: 10 * time.Second})
 	}()
 	// Once the bomb holds (nearly) every pid, as the engine counts them.
 	for deadline := time.Now().Add(time.Minute); ; {
-		st, err := stats.Sample(context.Background(), e.m.Engine, res.Sandbox, true)
+		st, err := stats.Sample(context.Background(), e.M.Engine, res.Sandbox, true)
 		if err == nil && st.PIDs >= 62 {
 			break
 		}
@@ -174,7 +175,7 @@ func TestAgentDuringForkBomb(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	var out strings.Builder
-	r, err := e.m.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"echo", "hi"}, Stdout: &out, Stderr: io.Discard})
+	r, err := e.M.Exec(context.Background(), res.Sandbox, sandbox.ExecOptions{Cmd: []string{"echo", "hi"}, Stdout: &out, Stderr: io.Discard})
 	switch {
 	case err != nil && !strings.Contains(err.Error(), "process limit reached"):
 		t.Errorf("a command during the bomb: %v", err)
@@ -183,13 +184,13 @@ func TestAgentDuringForkBomb(t *testing.T) {
 		t.Errorf("a command during the bomb: %+v %q", r, out.String())
 	}
 	t.Logf("during the bomb: err %v", err)
-	if o := <-bomb; !o.res.TimedOut {
-		t.Fatalf("the bomb did not time out: %+v", o.res)
+	if o := <-bomb; !o.Res.TimedOut {
+		t.Fatalf("the bomb did not time out: %+v", o.Res)
 	}
 	// init reaps the last of the bomb a moment after the kill; the deadline only fails an
 	// agent that never serves again.
 	for deadline := time.Now().Add(time.Minute); ; {
-		if after := e.sh("echo alive"); after.stdout == "alive\n" {
+		if after := e.Sh("echo alive"); after.Stdout == "alive\n" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -207,17 +208,17 @@ func TestAgentDuringForkBomb(t *testing.T) {
 func TestAgentDirReadOnlyFromInside(t *testing.T) {
 	for _, user := range []string{"", "0:0"} {
 		t.Run("user "+user, func(t *testing.T) {
-			e := newEnv(t, func(c *config.Config) {
+			e := sandboxtest.New(t, func(c *config.Config) {
 				if user != "" {
 					c.User = user
 				}
 			})
-			e.ensure()
+			e.Ensure()
 			checkAgentDirReadOnly(t, e)
-			if err := e.m.Stop(context.Background(), e.in.Name); err != nil {
+			if err := e.M.Stop(context.Background(), e.In.Name); err != nil {
 				t.Fatal(err)
 			}
-			e.checkTransport(true)
+			e.CheckTransport(true)
 			checkAgentDirReadOnly(t, e)
 		})
 	}
@@ -232,13 +233,13 @@ try mv agent.sock z; try rm -f agent.sock; try mkdir -p y/z
 try dd if=/dev/zero of=big bs=1M count=10; try python3 -c 'import os; os.utime(".")'
 echo "done"`
 
-func checkAgentDirReadOnly(t *testing.T, e *env) {
+func checkAgentDirReadOnly(t *testing.T, e *sandboxtest.Env) {
 	t.Helper()
-	o := e.sh(agentDirWrites)
-	if o.stdout != "done\n" {
-		t.Errorf("writing into the agent directory from inside:\n%s%s", o.stdout, o.stderr)
+	o := e.Sh(agentDirWrites)
+	if o.Stdout != "done\n" {
+		t.Errorf("writing into the agent directory from inside:\n%s%s", o.Stdout, o.Stderr)
 	}
-	entries, err := os.ReadDir(e.agentDir())
+	entries, err := os.ReadDir(agentDir(e))
 	if err != nil || len(entries) != 2 || entries[0].Name() != "agent.sock" || entries[1].Name() != "idle.lock" {
 		t.Errorf("the host's agent directory holds %v (%v), want agent.sock and idle.lock alone", entries, err)
 	}

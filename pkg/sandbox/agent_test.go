@@ -29,8 +29,8 @@ func TestAgentRequest(t *testing.T) {
 		{"plain", ExecOptions{Timeout: time.Second}, nil, agent.StrictNone, true, time.Second, KillGrace},
 		{"a stream in", ExecOptions{strictStdin: true, Interactive: true}, nil, agent.StrictStdin, true, 0, KillGrace},
 		{"-i", ExecOptions{Interactive: true, TTY: true}, &[2]uint{24, 80}, agent.StrictExit, true, 0, KillGrace},
-		{"detached", ExecOptions{detach: true, Interactive: true, Timeout: time.Second}, nil, agent.StrictNone, false, 0, KillGrace},
-		{"a launcher", ExecOptions{outlive: true, Timeout: time.Second, grace: time.Millisecond}, nil, agent.StrictNone, false, time.Second, time.Millisecond},
+		{"detached", ExecOptions{Launcher: "proc_launch.sh", Interactive: true, Timeout: time.Second}, nil, agent.StrictNone, false, 0, KillGrace},
+		{"an outliving script", ExecOptions{Outlive: true, Timeout: time.Second, grace: time.Millisecond}, nil, agent.StrictNone, false, time.Second, time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.opts.WorkDir, tt.opts.Env = "/w", []string{"A=1"}

@@ -22,6 +22,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // These run against the real engine, through newEnv (lifecycle_integration_test.go): a
@@ -74,19 +75,19 @@ func fileSHA(p string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func (e *env) copyIn(opts sandbox.CopyInOptions) (*sandbox.CopyResult, error) {
-	e.t.Helper()
-	return e.m.CopyIn(context.Background(), e.ensure().Sandbox, opts)
+func copyIn(e *sandboxtest.Env, opts sandbox.CopyInOptions) (*sandbox.CopyResult, error) {
+	e.T.Helper()
+	return e.M.CopyIn(context.Background(), e.Ensure().Sandbox, opts)
 }
 
-func (e *env) copyOut(opts sandbox.CopyOutOptions) (*sandbox.CopyResult, error) {
-	e.t.Helper()
-	return e.m.CopyOut(context.Background(), e.ensure().Sandbox, opts)
+func copyOut(e *sandboxtest.Env, opts sandbox.CopyOutOptions) (*sandbox.CopyResult, error) {
+	e.T.Helper()
+	return e.M.CopyOut(context.Background(), e.Ensure().Sandbox, opts)
 }
 
 func TestCopyRoundTrip100MiB(t *testing.T) {
-	viaBoth(t, func(t *testing.T, iso string, agents bool) {
-		e := newEnvVia(t, agents, isolated(iso, nil))
+	sandboxtest.ViaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := sandboxtest.NewVia(t, agents, sandboxtest.Isolated(iso, nil))
 		src := filepath.Join(t.TempDir(), "big.bin")
 		f, err := os.Create(src)
 		if err != nil {
@@ -98,15 +99,15 @@ func TestCopyRoundTrip100MiB(t *testing.T) {
 		f.Close()
 		want, _ := fileSHA(src)
 
-		in, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/big.bin"})
+		in, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/big.bin"})
 		if err != nil {
 			t.Fatalf("copy in: %v", err)
 		}
-		if o := e.sh("sha256sum /tmp/big.bin"); !strings.HasPrefix(o.stdout, want) {
-			t.Fatalf("in the sandbox: %q %q, want %s", o.stdout, o.stderr, want)
+		if o := e.Sh("sha256sum /tmp/big.bin"); !strings.HasPrefix(o.Stdout, want) {
+			t.Fatalf("in the sandbox: %q %q, want %s", o.Stdout, o.Stderr, want)
 		}
 		dst := filepath.Join(t.TempDir(), "back.bin")
-		out, err := e.copyOut(sandbox.CopyOutOptions{Src: "/tmp/big.bin", Dst: dst})
+		out, err := copyOut(e, sandbox.CopyOutOptions{Src: "/tmp/big.bin", Dst: dst})
 		if err != nil {
 			t.Fatalf("copy out: %v", err)
 		}
@@ -121,8 +122,8 @@ func TestCopyRoundTrip100MiB(t *testing.T) {
 }
 
 func TestCopyRoundTrip2000Files(t *testing.T) {
-	viaBoth(t, func(t *testing.T, iso string, agents bool) {
-		e := newEnvVia(t, agents, isolated(iso, nil))
+	sandboxtest.ViaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := sandboxtest.NewVia(t, agents, sandboxtest.Isolated(iso, nil))
 		src := filepath.Join(t.TempDir(), "tree")
 		for i := range 2000 {
 			p := filepath.Join(src, fmt.Sprintf("d%02d", i%40), fmt.Sprintf("sub%d", i%3), fmt.Sprintf("f%04d.txt", i))
@@ -139,15 +140,15 @@ func TestCopyRoundTrip2000Files(t *testing.T) {
 		if n != 2000 {
 			t.Fatalf("made %d files", n)
 		}
-		in, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/"})
+		in, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/"})
 		if err != nil {
 			t.Fatalf("copy in: %v", err)
 		}
-		if o := e.sh("find /tmp/tree -type f | wc -l; ls -a /tmp | grep -c sbx-cp"); o.stdout != "2000\n0\n" {
-			t.Errorf("in the sandbox: %q %q", o.stdout, o.stderr)
+		if o := e.Sh("find /tmp/tree -type f | wc -l; ls -a /tmp | grep -c sbx-cp"); o.Stdout != "2000\n0\n" {
+			t.Errorf("in the sandbox: %q %q", o.Stdout, o.Stderr)
 		}
 		host := t.TempDir()
-		out, err := e.copyOut(sandbox.CopyOutOptions{Src: "/tmp/tree", Dst: host})
+		out, err := copyOut(e, sandbox.CopyOutOptions{Src: "/tmp/tree", Dst: host})
 		if err != nil {
 			t.Fatalf("copy out: %v", err)
 		}
@@ -162,49 +163,49 @@ func TestCopyRoundTrip2000Files(t *testing.T) {
 }
 
 func TestCopyIntoTmpfsAndNoneWorkspaceIsVisibleToExec(t *testing.T) {
-	onEach(t, func(t *testing.T, iso string) {
-		e := newEnv(t, isolated(iso, func(c *config.Config) { c.Workspace = "none" }))
+	sandboxtest.OnEach(t, func(t *testing.T, iso string) {
+		e := sandboxtest.New(t, sandboxtest.Isolated(iso, func(c *config.Config) { c.Workspace = "none" }))
 		src := filepath.Join(t.TempDir(), "note.txt")
 		if err := os.WriteFile(src, []byte("hello sandbox\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		for _, dst := range []string{"/tmp/note.txt", "/workspace/note.txt", "/var/tmp/"} {
-			if _, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: dst}); err != nil {
+			if _, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: dst}); err != nil {
 				t.Fatalf("copy to %s: %v", dst, err)
 			}
 		}
-		o := e.sh("cat /tmp/note.txt /workspace/note.txt /var/tmp/note.txt; find /workspace/note.txt -printf '%U:%G %m\\n'")
-		if o.stdout != "hello sandbox\nhello sandbox\nhello sandbox\n1000:1000 644\n" {
-			t.Errorf("after the copies: %q %q", o.stdout, o.stderr)
+		o := e.Sh("cat /tmp/note.txt /workspace/note.txt /var/tmp/note.txt; find /workspace/note.txt -printf '%U:%G %m\\n'")
+		if o.Stdout != "hello sandbox\nhello sandbox\nhello sandbox\n1000:1000 644\n" {
+			t.Errorf("after the copies: %q %q", o.Stdout, o.Stderr)
 		}
 	})
 }
 
 func TestCopyIntoReadOnlyPlacesIsRefused(t *testing.T) {
-	onEach(t, func(t *testing.T, iso string) {
-		e := newEnv(t, isolated(iso, nil)) // workspace ro, read-only root
+	sandboxtest.OnEach(t, func(t *testing.T, iso string) {
+		e := sandboxtest.New(t, sandboxtest.Isolated(iso, nil)) // workspace ro, read-only root
 		src := filepath.Join(t.TempDir(), "x")
 		if err := os.WriteFile(src, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		for dst, mount := range map[string]string{"/workspace/x": "/workspace", "/workspace/": "/workspace", "/etc/x": "/", "/x": "/"} {
-			_, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: dst})
+			_, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: dst})
 			var ce *sandbox.CopyError
 			if !errors.As(err, &ce) || ce.Kind != sandbox.CopyReadOnly || ce.Mount != mount {
 				t.Errorf("copy to %s: %v (%+v), want read-only at %s", dst, err, ce, mount)
 			}
 		}
-		if _, err := os.Stat(filepath.Join(e.dir, "x")); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(e.Dir, "x")); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("the project got a file: %v", err)
 		}
 	})
 }
 
 func TestCopyOutRefusesSymlinksAndFIFOs(t *testing.T) {
-	onEach(t, func(t *testing.T, iso string) {
-		e := newEnv(t, isolated(iso, nil))
-		if o := e.sh("mkdir -p /tmp/t && echo ok >/tmp/t/a && ln -s /etc/passwd /tmp/t/passwd && ln -s / /tmp/t/root && mkfifo /tmp/fifo && ln -s /etc/passwd /tmp/link"); o.res.ExitCode != 0 {
-			t.Fatalf("setup: %q", o.stderr)
+	sandboxtest.OnEach(t, func(t *testing.T, iso string) {
+		e := sandboxtest.New(t, sandboxtest.Isolated(iso, nil))
+		if o := e.Sh("mkdir -p /tmp/t && echo ok >/tmp/t/a && ln -s /etc/passwd /tmp/t/passwd && ln -s / /tmp/t/root && mkfifo /tmp/fifo && ln -s /etc/passwd /tmp/link"); o.Res.ExitCode != 0 {
+			t.Fatalf("setup: %q", o.Stderr)
 		}
 		parent := t.TempDir()
 		for _, tt := range []struct {
@@ -220,7 +221,7 @@ func TestCopyOutRefusesSymlinksAndFIFOs(t *testing.T) {
 		} {
 			done := make(chan error, 1)
 			go func() {
-				_, err := e.copyOut(sandbox.CopyOutOptions{Src: tt.src, Dst: filepath.Join(parent, "out")})
+				_, err := copyOut(e, sandbox.CopyOutOptions{Src: tt.src, Dst: filepath.Join(parent, "out")})
 				done <- err
 			}()
 			select {
@@ -239,18 +240,18 @@ func TestCopyOutRefusesSymlinksAndFIFOs(t *testing.T) {
 }
 
 func TestCopyInStripsSetuidAndKeepsOnlyOwnOwner(t *testing.T) {
-	onEach(t, func(t *testing.T, iso string) {
-		e := newEnv(t, isolated(iso, nil))
+	sandboxtest.OnEach(t, func(t *testing.T, iso string) {
+		e := sandboxtest.New(t, sandboxtest.Isolated(iso, nil))
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
 		_ = tw.WriteHeader(&tar.Header{Name: "suid", Typeflag: tar.TypeReg, Mode: 0o6755, Size: 2})
 		_, _ = tw.Write([]byte("x\n"))
 		tw.Close()
-		if _, err := e.copyIn(sandbox.CopyInOptions{Stream: &buf, Dst: "/tmp"}); err != nil {
+		if _, err := copyIn(e, sandbox.CopyInOptions{Stream: &buf, Dst: "/tmp"}); err != nil {
 			t.Fatal(err)
 		}
-		if o := e.sh("find /tmp/suid -printf '%m %U\\n'"); o.stdout != "755 1000\n" {
-			t.Errorf("setuid file: %q %q", o.stdout, o.stderr)
+		if o := e.Sh("find /tmp/suid -printf '%m %U\\n'"); o.Stdout != "755 1000\n" {
+			t.Errorf("setuid file: %q %q", o.Stdout, o.Stderr)
 		}
 
 		testenv.RequireRoot(t, "chowning files on the host for the -a cases")
@@ -267,55 +268,55 @@ func TestCopyInStripsSetuidAndKeepsOnlyOwnOwner(t *testing.T) {
 		if err := os.Chown(theirs, 4242, 4242); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.copyIn(sandbox.CopyInOptions{Src: mine, Dst: "/tmp/mine", KeepOwner: true}); err != nil {
+		if _, err := copyIn(e, sandbox.CopyInOptions{Src: mine, Dst: "/tmp/mine", KeepOwner: true}); err != nil {
 			t.Errorf("-a with the sandbox user's own file: %v", err)
 		}
-		_, err := e.copyIn(sandbox.CopyInOptions{Src: theirs, Dst: "/tmp/theirs", KeepOwner: true})
+		_, err := copyIn(e, sandbox.CopyInOptions{Src: theirs, Dst: "/tmp/theirs", KeepOwner: true})
 		var ce *sandbox.CopyError
 		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyOwner || !strings.Contains(err.Error(), "uid 4242") {
 			t.Errorf("-a with a foreign owner: %v", err)
 		}
-		if o := e.sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n'"); strings.Contains(o.stdout, "theirs") || strings.Contains(o.stdout, ".sbx-cp") {
-			t.Errorf("a refused copy left: %q", o.stdout)
+		if o := e.Sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n'"); strings.Contains(o.Stdout, "theirs") || strings.Contains(o.Stdout, ".sbx-cp") {
+			t.Errorf("a refused copy left: %q", o.Stdout)
 		}
 	})
 }
 
 func TestCopyInCleansSandboxLeftovers(t *testing.T) {
-	onEach(t, func(t *testing.T, iso string) {
-		e := newEnv(t, isolated(iso, nil))
-		if o := e.sh("mkdir -p /tmp/d/.sbx-cp-stale/item && echo half >/tmp/d/.sbx-cp-stale/item/f"); o.res.ExitCode != 0 {
-			t.Fatal(o.stderr)
+	sandboxtest.OnEach(t, func(t *testing.T, iso string) {
+		e := sandboxtest.New(t, sandboxtest.Isolated(iso, nil))
+		if o := e.Sh("mkdir -p /tmp/d/.sbx-cp-stale/item && echo half >/tmp/d/.sbx-cp-stale/item/f"); o.Res.ExitCode != 0 {
+			t.Fatal(o.Stderr)
 		}
 		src := filepath.Join(t.TempDir(), "f")
 		if err := os.WriteFile(src, []byte("whole\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/d/f"}); err != nil {
+		if _, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/d/f"}); err != nil {
 			t.Fatal(err)
 		}
-		if o := e.sh("find /tmp/d -mindepth 1 -maxdepth 1 -printf '%f\\n'; cat /tmp/d/f"); o.stdout != "f\nwhole\n" {
-			t.Errorf("after the copy: %q", o.stdout)
+		if o := e.Sh("find /tmp/d -mindepth 1 -maxdepth 1 -printf '%f\\n'; cat /tmp/d/f"); o.Stdout != "f\nwhole\n" {
+			t.Errorf("after the copy: %q", o.Stdout)
 		}
 	})
 }
 
 func TestCopyIntoFullTmpfsWritesNothing(t *testing.T) {
-	viaBoth(t, func(t *testing.T, iso string, agents bool) {
-		e := newEnvVia(t, agents, isolated(iso, func(c *config.Config) {
+	sandboxtest.ViaBoth(t, func(t *testing.T, iso string, agents bool) {
+		e := sandboxtest.NewVia(t, agents, sandboxtest.Isolated(iso, func(c *config.Config) {
 			c.Tmpfs = []config.Tmpfs{{Path: "/tmp", Options: []string{"size=8m", "nosuid", "nodev", "noexec", "mode=1777"}}}
 		}))
 		src := filepath.Join(t.TempDir(), "big")
 		if err := os.WriteFile(src, make([]byte, 16<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := e.copyIn(sandbox.CopyInOptions{Src: src, Dst: "/tmp/big"})
+		_, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/big"})
 		var ce *sandbox.CopyError
 		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyNoSpace {
 			t.Fatalf("err = %v, want no space", err)
 		}
-		if o := e.sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n' | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.stdout, "big") || strings.Contains(o.stdout, ".sbx-cp") {
-			t.Errorf("a failed copy left: %q", o.stdout)
+		if o := e.Sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n' | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.Stdout, "big") || strings.Contains(o.Stdout, ".sbx-cp") {
+			t.Errorf("a failed copy left: %q", o.Stdout)
 		}
 	})
 }

@@ -30,7 +30,7 @@ import (
 
 // The engine cannot kill an exec, and once the pids limit is full no new exec can start, so
 // every exec through the engine runs under execWrapper, which starts execWatchdog first; in
-// detached mode the watchdog's place goes to procScript (see proc.go). The agent needs no
+// detached mode the watchdog's place goes to the Launcher (pkg/proc's). The agent needs no
 // wrapper: it ends a command itself, says when the OOM killer fired and what could not start.
 
 // execWrapper wraps every command: see scripts/exec_wrapper.sh.
@@ -92,16 +92,19 @@ type ExecOptions struct {
 	TTYSize func() (uint, uint, bool)
 	Resize  <-chan struct{}
 
-	// detach starts Cmd as a background process that outlives the exec (StartProc); Stdin
-	// then carries the process's parameters to procScript.
-	detach bool
+	// Launcher, when set, starts Cmd as a background process that outlives the exec: the
+	// script takes the watchdog's place in sbx's exec wrapper (its detached mode), reads its
+	// parameters from Stdin and keeps the command's timeout itself. pkg/proc owns the one
+	// such script.
+	Launcher string
 	// strictStdin makes Stdin complete only when it ends without error: a read error, or
 	// sbx going away, terminates the command's process group instead of ending its input. Only
 	// the agent can tell these apart; without one, Exec fails with errNoAgent.
 	strictStdin bool
-	// outlive marks one of sbx's scripts that starts processes meant to outlive the exec (a
-	// shell session's shell): the agent neither adopts nor ends them with the command.
-	outlive bool
+	// Outlive marks one of sbx's scripts that starts processes meant to outlive the exec (a
+	// shell session's shell, pkg/proc): the agent neither adopts nor ends them with the
+	// command.
+	Outlive bool
 	// grace replaces KillGrace in what the agent is told (tests).
 	grace time.Duration
 }
@@ -142,8 +145,8 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	}
 	ctl, watch := "stdin", execWatchdog
 	switch {
-	case opts.detach:
-		ctl, watch = "detach", procScript
+	case opts.Launcher != "":
+		ctl, watch = "detach", opts.Launcher
 	case opts.Interactive:
 		ctl = "tick"
 	}
@@ -157,7 +160,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		return append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
 	}
 	bare := opts.Cmd
-	if opts.detach {
+	if opts.Launcher != "" {
 		bare = wrapped()
 	}
 	var size *[2]uint
@@ -179,7 +182,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 		}
 	}
 
-	if (opts.Interactive || opts.detach) && opts.Stdin != nil {
+	if (opts.Interactive || opts.Launcher != "") && opts.Stdin != nil {
 		go func() {
 			if _, err := io.Copy(st, opts.Stdin); err != nil && opts.strictStdin {
 				st.abortStdin()
@@ -202,7 +205,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	// have done so by the time they should have finished: the command killed its watchdog,
 	// or stopped its agent.
 	var dl *deadline
-	if opts.Timeout > 0 && !opts.detach {
+	if opts.Timeout > 0 && opts.Launcher == "" {
 		bg := context.WithoutCancel(ctx)
 		dl = afterDeadline(opts.Timeout+KillGrace+st.slack(), func() { st.backstop(bg) })
 	}
@@ -663,7 +666,7 @@ func (m *Manager) waitExec(ctx context.Context, execID string, limit time.Durati
 // means the question could not be asked.
 func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) (bool, error) {
 	out := &LimitedBuffer{What: fmt.Sprintf("the OOM check of sandbox %q", sb.Name), Limit: 64}
-	code, err := m.script(ctx, sb, scriptRun{script: execOOMCheck, args: []string{id}, stdout: out, bare: true})
+	code, err := m.script(ctx, sb, scriptRun{script: execOOMCheck, args: []string{id}, stdout: out})
 	if err == nil && code != 0 {
 		err = fmt.Errorf("exit status %d", code)
 	}
@@ -671,7 +674,7 @@ func (m *Manager) oomKilled(ctx context.Context, sb *Sandbox, id string) (bool, 
 }
 
 func (m *Manager) cancelExec(ctx context.Context, sb *Sandbox, id string) {
-	_, _ = m.script(ctx, sb, scriptRun{script: execCancel, args: []string{id, strconv.Itoa(int(KillGrace / tick))}, bare: true})
+	_, _ = m.script(ctx, sb, scriptRun{script: execCancel, args: []string{id, strconv.Itoa(int(KillGrace / tick))}})
 }
 
 // execErr turns an engine failure to start an exec into plain words.

@@ -9,24 +9,14 @@ import (
 
 // Everything a command in a sandbox prints is the sandbox's to choose, even from sbx's own
 // scripts: a process there can write into their output through /proc/PID/fd/1. So sbx keeps
-// what it parses in a LimitedBuffer, and quotes at most maxQuoted bytes of stderr in errors.
+// what it parses in a LimitedBuffer, and quotes at most MaxQuoted bytes of stderr in errors.
 
-// Caps on what sbx reads back to parse. Inside the sandbox the scripts cut each field first,
-// so a sandbox meets these only by tampering with their output.
-const (
-	// MaxProcList bounds the output of the process list: at most MaxProcMeta and a few
-	// numbers per process, so some sixty processes with the longest commands.
-	MaxProcList = 4 << 20
-	// MaxProcMeta bounds a process's metadata line (its command line, user, directory,
-	// timeout); a longer one is listed with its command unknown.
-	MaxProcMeta = 64 << 10
-	// MaxShellList bounds the output of the session list: a name, a path and a few numbers
-	// per session.
-	MaxShellList = 1 << 20
-)
+// MaxCodeSize bounds a script sent to a shell session (pkg/proc) and a snippet (pkg/snippet):
+// it is streamed, but a larger one is surely a mistake.
+const MaxCodeSize = 16 << 20
 
-// maxQuoted bounds the stderr an error quotes.
-const maxQuoted = 4 << 10
+// MaxQuoted bounds the stderr an error quotes.
+const MaxQuoted = 4 << 10
 
 // OutputLimitError is a command whose output was larger than sbx reads back; the command is
 // ended when it is returned.
@@ -77,13 +67,4 @@ func formatBytes(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// excerpt quotes the start of a line sbx could not parse, however long it is.
-func excerpt(s string) string {
-	const n = 120
-	if len(s) <= n {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q... (%d bytes)", s[:n], len(s))
 }

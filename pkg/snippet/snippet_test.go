@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbx-sandbox/sbx/internal/scripttest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 )
 
@@ -107,3 +108,5 @@ public class Right { public static void main(String[] a) {} }`
 		t.Errorf("%+v %v", plan, err)
 	}
 }
+
+func TestScriptsAreEmbedded(t *testing.T) { scripttest.CheckEmbedded(t) }

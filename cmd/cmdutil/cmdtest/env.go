@@ -156,7 +156,7 @@ func (e *Env) AnswerInTurn(t *testing.T, answers ...enginetest.Answer) {
 	})
 }
 
-// ProcList answers the listing of a sandbox's background processes (sandbox.ParseProcList
+// ProcList answers the listing of a sandbox's background processes (proc.ParseList
 // reads it) with one process, id, started by "sleep 60": running, or exited with code when
 // code >= 0.
 func ProcList(id string, code int) enginetest.Answer {

@@ -6,8 +6,8 @@
 # away (CTL stdin: it reads the exec's stdin to its EOF; CTL tick: the command owns stdin) or
 # when the command ends; ID names the command under /tmp/.sbx-exec (exec_cancel.sh,
 # exec_oom_check.sh). CMD then replaces the wrapper, so it is the exec's main process and keeps
-# the TTY. With CTL detach, WATCH is proc_launch.sh, which starts CMD as a background process
-# instead. Exits 127 when CMD is not found; otherwise the exit status is CMD's.
+# the TTY. With CTL detach, WATCH is the Launcher (pkg/proc's proc_launch.sh), which starts CMD
+# as a background process instead. Exits 127 when CMD is not found; otherwise the exit status is CMD's.
 id=$1 ticks=$2 grace=$3 ctl=$4 watch=$5; shift 5; unset SBX_AGENT
 case $1 in */*) ;; *) if ! type -P -- "$1" >/dev/null 2>&1; then echo "sbx: $1: command not found" >&2; exit 127; fi ;; esac
 if [ "$ctl" = detach ]; then exec "$BASH" -c "$watch" sbx-launch "$ticks" "$grace" "$@"; fi

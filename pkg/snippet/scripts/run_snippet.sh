@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# A snippet run (run.go, Run), run as: bash -c SCRIPT sbx-run DIR FILE TOOL MAIN COMMAND. Saves
+# A snippet run (snippet.go, Run), run as: bash -c SCRIPT sbx-run DIR FILE TOOL MAIN COMMAND. Saves
 # the snippet arriving on stdin as DIR/FILE (DIR a new directory under RunDir), runs COMMAND (a
 # shell fragment using $d, $f and $m, MAIN being Java's main class) and removes DIR. Streaming
 # the code through cat means it never passes through a shell's quoting. Stderr starts with

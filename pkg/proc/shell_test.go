@@ -1,11 +1,11 @@
-package sandbox_test
+package proc_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/proc"
 )
 
 func TestSplitTrailer(t *testing.T) {
@@ -26,7 +26,7 @@ func TestSplitTrailer(t *testing.T) {
 		{"cut short", "x" + mk + " rc=0", "x" + mk + " rc=0", nil, false},
 		{"another marker", "x" + mk + "ff rc=0\n", "x" + mk + "ff rc=0\n", nil, false},
 	} {
-		out, fields, ok := sandbox.SplitTrailer([]byte(tt.in), []byte(mk))
+		out, fields, ok := proc.SplitTrailer([]byte(tt.in), []byte(mk))
 		if string(out) != tt.out || ok != tt.ok || len(fields) != len(tt.fields) {
 			t.Errorf("%s: %q %v %v", tt.name, out, fields, ok)
 			continue
@@ -40,7 +40,7 @@ func TestSplitTrailer(t *testing.T) {
 }
 
 func TestShellLines(t *testing.T) {
-	line, sync, init := sandbox.ShellLines("/tmp/.sbx-sh/default", "c-1", "sbx-mk")
+	line, sync, init := proc.ShellLines("/tmp/.sbx-sh/default", "c-1", "sbx-mk")
 	status := `\builtin printf "%s sbx-mk\n" "$?" >>/tmp/.sbx-sh/default/c-1.st`
 	if want := `PROMPT_COMMAND='` + status + `'; \builtin \. /tmp/.sbx-sh/default/c-1.sh </dev/null >/tmp/.sbx-sh/default/c-1.out 2>/tmp/.sbx-sh/default/c-1.err; ` + status; line != want {
 		t.Errorf("line\n%s\nwant\n%s", line, want)
@@ -54,7 +54,7 @@ func TestShellLines(t *testing.T) {
 }
 
 func TestParseShellList(t *testing.T) {
-	list, err := sandbox.ParseShellList("default\tidle\t42\t1764504000.250000\t1764504100\t/workspace/src\nb\texited\t7\t1764504000.000000\t\t\n")
+	list, err := proc.ParseSessions("default\tidle\t42\t1764504000.250000\t1764504100\t/workspace/src\nb\texited\t7\t1764504000.000000\t\t\n")
 	if err != nil || len(list) != 2 {
 		t.Fatalf("%+v %v", list, err)
 	}
@@ -66,25 +66,25 @@ func TestParseShellList(t *testing.T) {
 	if b := list[1]; b.State != "exited" || !b.LastUsed.IsZero() || b.Cwd != "" {
 		t.Errorf("%+v", b)
 	}
-	if _, err := sandbox.ParseShellList("short\tline\n"); err == nil {
+	if _, err := proc.ParseSessions("short\tline\n"); err == nil {
 		t.Error("a short line was accepted")
 	}
-	if _, err := sandbox.ParseShellList("\x1b[2J\tidle\t1\t\t\t/\n"); err == nil {
+	if _, err := proc.ParseSessions("\x1b[2J\tidle\t1\t\t\t/\n"); err == nil {
 		t.Error("a session name sbx never makes was accepted")
 	}
-	if _, err := sandbox.ParseShellList(strings.Repeat("x", 1<<20) + "\n"); err == nil || len(err.Error()) > 300 {
+	if _, err := proc.ParseSessions(strings.Repeat("x", 1<<20) + "\n"); err == nil || len(err.Error()) > 300 {
 		t.Errorf("a long bad line makes a %d-byte error", len(err.Error()))
 	}
 }
 
 func TestValidSession(t *testing.T) {
 	for _, ok := range []string{"default", "build-2", "a_b", strings.Repeat("x", 64)} {
-		if err := sandbox.ValidSession(ok); err != nil {
+		if err := proc.ValidSession(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "a b", strings.Repeat("x", 65), "é"} {
-		if err := sandbox.ValidSession(bad); err == nil {
+		if err := proc.ValidSession(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package proc
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ func TestParseProcList(t *testing.T) {
 		"c3\t\t\t\t\t0\t0\t0\t0\t262144\t" + `not json`,
 		"",
 	}, "\n")
-	list, err := ParseProcList(out)
+	list, err := ParseList(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +38,14 @@ func TestParseProcList(t *testing.T) {
 	if c.ID != "c3" || c.State != "lost" || c.Command != nil || !strings.HasPrefix(c.Status(), "lost") || c.Duration(time.Now()) != 0 {
 		t.Errorf("c3: %+v", c)
 	}
-	if _, err := ParseProcList("too\tfew\n"); err == nil {
+	if _, err := ParseList("too\tfew\n"); err == nil {
 		t.Error("a short line was accepted")
 	}
 	// The script lists only directories named as sbx names them; anything else was forged.
-	if _, err := ParseProcList("\x1b[2Jx\t1\t\t\t\t0\t1\t0\t0\t1\t{}\n"); err == nil {
+	if _, err := ParseList("\x1b[2Jx\t1\t\t\t\t0\t1\t0\t0\t1\t{}\n"); err == nil {
 		t.Error("a process ID sbx never makes was accepted")
 	}
-	if _, err := ParseProcList(strings.Repeat("x", 1<<20) + "\n"); err == nil || len(err.Error()) > 300 {
+	if _, err := ParseList(strings.Repeat("x", 1<<20) + "\n"); err == nil || len(err.Error()) > 300 {
 		t.Errorf("a long bad line makes a %d-byte error", len(err.Error()))
 	}
 }
@@ -73,16 +73,16 @@ func TestParseSignal(t *testing.T) {
 
 func TestValidProcID(t *testing.T) {
 	for _, ok := range []string{"3fa9c1", "A_b-9"} {
-		if err := ValidProcID(ok); err != nil {
+		if err := ValidID(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "..", "a/b", "a b", "x\x00", strings.Repeat("a", 65)} {
-		if err := ValidProcID(bad); err == nil {
+		if err := ValidID(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if id := newProcID(); ValidProcID(id) != nil || len(id) != 6 {
+	if id := newProcID(); ValidID(id) != nil || len(id) != 6 {
 		t.Errorf("generated ID %q", id)
 	}
 }

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# A signal to a background process (proc.go, KillProc), run as: bash -c SCRIPT sbx-kill DIR HOW
+# A signal to a background process (proc.go, Kill), run as: bash -c SCRIPT sbx-kill DIR HOW
 # SIG TICKS. Sends SIG (HOW is -s for a name, -n for a number) to the process group of the
 # process in DIR and waits up to TICKS of 0.2 s for it to exit. Exits 3 when there is no such
 # process, 4 when it has already exited, 1 when kill failed (its message on stderr), else 0.

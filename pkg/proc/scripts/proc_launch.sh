@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Background processes (proc.go, StartProc), in two roles. As sbx-launch, the exec's own process,
+# Background processes (proc.go, Start), in two roles. As sbx-launch, the exec's own process,
 # exec_wrapper.sh starts it in detached mode as: bash -c SCRIPT sbx-launch TICKS GRACE CMD...
 # It reads "DIR CHUNK" (the process's directory under ProcDir, the chunk size) and the metadata
 # line from stdin, creates DIR, starts itself as the supervisor in a session of its own and exits

@@ -1,10 +1,13 @@
-package sandbox
+// Package proc owns the processes that outlive one call in a sandbox: background processes
+// ("sbx exec -d", sbx ps, logs and kill, the MCP process tools) and shell sessions ("sbx sh",
+// the MCP shell tool), each kept by sbx's own scripts (scripts/) on the sandbox's /tmp, so
+// that it ends with the sandbox. Of the lifecycle it needs one thing, a command run in a
+// started sandbox (Execer); pkg/sandbox knows nothing of it.
+package proc
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,30 +19,37 @@ import (
 
 	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
-// Background processes ("sbx exec -d") live under ProcDir/ID on the sandbox's /tmp tmpfs, so
+// Execer runs a command in a started sandbox: sandbox.Manager does.
+type Execer interface {
+	Exec(ctx context.Context, sb *sandbox.Sandbox, opts sandbox.ExecOptions) (*sandbox.ExecResult, error)
+}
+
+// Background processes ("sbx exec -d") live under Dir/ID on the sandbox's /tmp tmpfs, so
 // they and their output outlast the sbx that started them but not the sandbox:
 //
 //	meta                      the command, user, directory and limits: one JSON line from sbx
-//	chunk                     the size of an output chunk, ProcOutputCap/4
+//	chunk                     the size of an output chunk, OutputCap/4
 //	pid                       "PID START SUPERVISOR": the command's process group, its start
 //	stdout.n, stderr.n        the number of the chunk being written
 //	stdout.0..3, stderr.0..3  the ring of chunks; chunk N is in slot N mod 4
 //	timedout                  present when its timeout ended it
 //	exit                      "CODE END", written last, once all its output is in the ring
 //	supervisor.log            what the supervisor itself said on stderr, if anything
-const ProcDir = "/tmp/.sbx-proc"
+const Dir = "/tmp/.sbx-proc"
 
-// ProcOutputCap bounds what a background process keeps of each output stream. Output goes
+// OutputCap bounds what a background process keeps of each output stream. Output goes
 // through a ring of four chunks, so between three quarters of this and all of it, the newest,
 // is kept; the oldest chunk is dropped first.
-const ProcOutputCap = 1 << 20
+const OutputCap = 1 << 20
 
 const procChunks = 4
 
-// procScript is the wrapper's detached mode: as sbx-launch it starts a background process
-// under a supervisor, and as sbx-proc it is that supervisor. See scripts/proc_launch.sh.
+// procScript is sbx's exec wrapper's launcher (sandbox.ExecOptions.Launcher): as sbx-launch it
+// starts a background process under a supervisor, and as sbx-proc it is that supervisor. See
+// scripts/proc_launch.sh.
 //
 //go:embed scripts/proc_launch.sh
 var procScript string
@@ -59,8 +69,11 @@ var procLogs string
 //go:embed scripts/proc_kill.sh
 var procKill string
 
-// ProcOptions describe a background process.
-type ProcOptions struct {
+// killPoll is how often procKill looks for the process's exit.
+const killPoll = 200 * time.Millisecond
+
+// Options describe a background process.
+type Options struct {
 	Cmd     []string
 	Env     []string
 	WorkDir string
@@ -121,37 +134,37 @@ type procMeta struct {
 	TimeoutMs int64    `json:"timeoutMs,omitempty"`
 }
 
-// ProcNotFoundError is a process ID the sandbox does not know.
-type ProcNotFoundError struct{ Sandbox, ID string }
+// NotFoundError is a process ID the sandbox does not know.
+type NotFoundError struct{ Sandbox, ID string }
 
-func (e *ProcNotFoundError) Error() string {
+func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("no process %q in sandbox %q", e.ID, e.Sandbox)
 }
 
 // Hint says where to find the IDs.
-func (e *ProcNotFoundError) Hint() string {
+func (e *NotFoundError) Hint() string {
 	return fmt.Sprintf("list them with \"sbx ps -n %s\"; processes end, and their records go, when the sandbox stops", e.Sandbox)
 }
 
-// IsProcNotFound reports whether err says a background process does not exist.
-func IsProcNotFound(err error) bool {
-	var nf *ProcNotFoundError
+// IsNotFound reports whether err says a background process does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
 	return errors.As(err, &nf)
 }
 
 var procIDPattern = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
-// ValidProcID checks a process ID given by a user before it becomes part of a path.
-func ValidProcID(id string) error {
+// ValidID checks a process ID given by a user before it becomes part of a path.
+func ValidID(id string) error {
 	if !procIDPattern().MatchString(id) {
 		return errs.Usagef("bad process ID %q: IDs are letters, digits, - and _ (sbx ps lists them)", id)
 	}
 	return nil
 }
 
-// StartProc starts opts.Cmd in sandbox sb as a background process and returns its ID once it
+// Start starts opts.Cmd in sandbox sb as a background process and returns its ID once it
 // runs. A command that is not found is an error with exit code 127.
-func (m *Manager) StartProc(ctx context.Context, sb *Sandbox, opts ProcOptions) (string, error) {
+func Start(ctx context.Context, x Execer, sb *sandbox.Sandbox, opts Options) (string, error) {
 	if len(opts.Cmd) == 0 {
 		return "", errs.Usagef("no command given")
 	}
@@ -162,10 +175,10 @@ func (m *Manager) StartProc(ctx context.Context, sb *Sandbox, opts ProcOptions) 
 	for attempt := 0; attempt < 5; attempt++ {
 		id := newProcID()
 		var stderr strings.Builder
-		res, err := m.Exec(ctx, sb, ExecOptions{
+		res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
 			Cmd: opts.Cmd, Env: opts.Env, WorkDir: opts.WorkDir, User: opts.User, Timeout: opts.Timeout,
-			Stdin:  strings.NewReader(fmt.Sprintf("%s/%s %d\n%s\n", ProcDir, id, ProcOutputCap/procChunks, meta)),
-			Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, detach: true,
+			Stdin:  strings.NewReader(fmt.Sprintf("%s/%s %d\n%s\n", Dir, id, OutputCap/procChunks, meta)),
+			Stdout: io.Discard, Stderr: &sandbox.CapWriter{W: &stderr, Limit: sandbox.MaxQuoted}, Launcher: procScript,
 		})
 		if err != nil {
 			return "", err
@@ -183,32 +196,32 @@ func (m *Manager) StartProc(ctx context.Context, sb *Sandbox, opts ProcOptions) 
 	return "", errs.Failure(errors.New("could not pick an unused process ID"), "")
 }
 
-// Procs lists the background processes of sandbox sb, oldest first.
-func (m *Manager) Procs(ctx context.Context, sb *Sandbox) ([]Proc, error) {
-	return m.procs(ctx, sb, "")
+// List lists the background processes of sandbox sb, oldest first.
+func List(ctx context.Context, x Execer, sb *sandbox.Sandbox) ([]Proc, error) {
+	return procs(ctx, x, sb, "")
 }
 
-// Proc returns one background process, or a *ProcNotFoundError.
-func (m *Manager) Proc(ctx context.Context, sb *Sandbox, id string) (*Proc, error) {
-	list, err := m.procs(ctx, sb, id)
+// Get returns one background process, or a *NotFoundError.
+func Get(ctx context.Context, x Execer, sb *sandbox.Sandbox, id string) (*Proc, error) {
+	list, err := procs(ctx, x, sb, id)
 	if err != nil {
 		return nil, err
 	}
 	return &list[0], nil
 }
 
-func (m *Manager) procs(ctx context.Context, sb *Sandbox, id string) ([]Proc, error) {
+func procs(ctx context.Context, x Execer, sb *sandbox.Sandbox, id string) ([]Proc, error) {
 	if id != "" {
-		if err := ValidProcID(id); err != nil {
+		if err := ValidID(id); err != nil {
 			return nil, err
 		}
 	}
-	l := listing[Proc]{script: procList, name: "process list", things: "processes", limit: MaxProcList, parse: ParseProcList}
-	return l.list(ctx, m, sb, &ProcNotFoundError{Sandbox: sb.Name, ID: id}, ProcDir, strconv.Itoa(MaxProcMeta), id)
+	l := listing[Proc]{script: procList, name: "process list", things: "processes", limit: MaxList, parse: ParseList}
+	return l.list(ctx, x, sb, &NotFoundError{Sandbox: sb.Name, ID: id}, Dir, strconv.Itoa(MaxMeta), id)
 }
 
-// ParseProcList reads procList's output.
-func ParseProcList(s string) ([]Proc, error) {
+// ParseList reads procList's output.
+func ParseList(s string) ([]Proc, error) {
 	var list []Proc
 	for _, line := range strings.Split(s, "\n") {
 		if line == "" {
@@ -245,20 +258,6 @@ func ParseProcList(s string) ([]Proc, error) {
 	return list, nil
 }
 
-// epochTime parses bash's $EPOCHREALTIME: seconds, a point, microseconds.
-func epochTime(s string) time.Time {
-	secs, frac, _ := strings.Cut(s, ".")
-	sec, err := strconv.ParseInt(secs, 10, 64)
-	if err != nil || sec <= 0 || len(frac) > 9 {
-		return time.Time{}
-	}
-	nsec, err := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Unix(sec, nsec).UTC()
-}
-
 func droppedBytes(current string, chunk int64) int64 {
 	n, _ := strconv.ParseInt(current, 10, 64)
 	if n < procChunks {
@@ -267,7 +266,7 @@ func droppedBytes(current string, chunk int64) int64 {
 	return (n - procChunks + 1) * chunk
 }
 
-// LogsOptions select what ProcLogs shows.
+// LogsOptions select what Logs shows.
 type LogsOptions struct {
 	Follow bool // keep showing output until the process has exited
 	Tail   int  // only the last Tail lines of each stream; < 0 means all
@@ -275,18 +274,18 @@ type LogsOptions struct {
 	Stderr io.Writer
 }
 
-// ProcLogs writes what process id kept of its output to opts.Stdout and opts.Stderr.
-// Following ends when the process has exited and its output is shown, or when ctx ends.
-func (m *Manager) ProcLogs(ctx context.Context, sb *Sandbox, id string, opts LogsOptions) error {
-	if err := ValidProcID(id); err != nil {
+// Logs writes what process id kept of its output to opts.Stdout and opts.Stderr. Following
+// ends when the process has exited and its output is shown, or when ctx ends.
+func Logs(ctx context.Context, x Execer, sb *sandbox.Sandbox, id string, opts LogsOptions) error {
+	if err := ValidID(id); err != nil {
 		return err
 	}
 	follow := "0"
 	if opts.Follow {
 		follow = "1"
 	}
-	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:    sb.Script(procLogs, "sbx-logs", ProcDir+"/"+id, follow, strconv.Itoa(opts.Tail)),
+	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
+		Cmd:    sb.Script(procLogs, "sbx-logs", Dir+"/"+id, follow, strconv.Itoa(opts.Tail)),
 		Stdout: orDiscard(opts.Stdout), Stderr: orDiscard(opts.Stderr),
 	})
 	switch {
@@ -295,7 +294,7 @@ func (m *Manager) ProcLogs(ctx context.Context, sb *Sandbox, id string, opts Log
 	case res.Canceled:
 		return ctx.Err()
 	case res.ExitCode == 3:
-		return &ProcNotFoundError{Sandbox: sb.Name, ID: id}
+		return &NotFoundError{Sandbox: sb.Name, ID: id}
 	case res.ExitCode != 0:
 		return errs.Failure(fmt.Errorf("reading the output of process %q: exit %d", id, res.ExitCode), "")
 	}
@@ -309,7 +308,7 @@ func (e *AlreadyExitedError) Error() string {
 	return fmt.Sprintf("process %q has already exited", e.ID)
 }
 
-// terminating are the signals whose default action ends a process; KillProc waits for the
+// terminating are the signals whose default action ends a process; Kill waits for the
 // process to exit after sending one of them.
 var terminating = map[string]bool{"HUP": true, "INT": true, "QUIT": true, "KILL": true, "TERM": true, "ALRM": true, "USR1": true, "USR2": true}
 
@@ -329,11 +328,11 @@ func ParseSignal(s string) (string, error) {
 	return "", errs.Usagef("unknown signal %q", s).WithHint("use a name such as TERM, KILL, INT, HUP, USR1 or a number")
 }
 
-// KillProc sends sig (as ParseSignal returns it) to the whole process group of process id.
-// After a signal that ends processes by default it waits for the process to exit, up to the
-// kill grace period and a little more, and returns the process as it is then.
-func (m *Manager) KillProc(ctx context.Context, sb *Sandbox, id, sig string) (*Proc, error) {
-	if err := ValidProcID(id); err != nil {
+// Kill sends sig (as ParseSignal returns it) to the whole process group of process id. After
+// a signal that ends processes by default it waits for the process to exit, up to the kill
+// grace period and a little more, and returns the process as it is then.
+func Kill(ctx context.Context, x Execer, sb *sandbox.Sandbox, id, sig string) (*Proc, error) {
+	if err := ValidID(id); err != nil {
 		return nil, err
 	}
 	how := "-s"
@@ -343,28 +342,24 @@ func (m *Manager) KillProc(ctx context.Context, sb *Sandbox, id, sig string) (*P
 	}
 	wait := 0
 	if terminating[sig] || (numeric == nil && n <= 15 && n != 13) {
-		wait = int((KillGrace + 3*time.Second) / tick)
+		wait = int((sandbox.KillGrace + 3*time.Second) / killPoll)
 	}
 	var stderr strings.Builder
-	res, err := m.Exec(ctx, sb, ExecOptions{
-		Cmd:    sb.Script(procKill, "sbx-kill", ProcDir+"/"+id, how, sig, strconv.Itoa(wait)),
-		Stdout: io.Discard, Stderr: &CapWriter{W: &stderr, Limit: maxQuoted}, Timeout: time.Duration(wait)*tick + 10*time.Second,
+	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
+		Cmd:    sb.Script(procKill, "sbx-kill", Dir+"/"+id, how, sig, strconv.Itoa(wait)),
+		Stdout: io.Discard, Stderr: &sandbox.CapWriter{W: &stderr, Limit: sandbox.MaxQuoted}, Timeout: time.Duration(wait)*killPoll + 10*time.Second,
 	})
 	switch {
 	case err != nil:
 		return nil, err
 	case res.ExitCode == 3:
-		return nil, &ProcNotFoundError{Sandbox: sb.Name, ID: id}
+		return nil, &NotFoundError{Sandbox: sb.Name, ID: id}
 	case res.ExitCode == 4:
 		return nil, &AlreadyExitedError{ID: id}
 	case res.ExitCode != 0:
 		return nil, errs.Failure(fmt.Errorf("signalling process %q: %s", id, strings.TrimSpace(stderr.String())), "")
 	}
-	return m.Proc(ctx, sb, id)
+	return Get(ctx, x, sb, id)
 }
 
-func newProcID() string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func newProcID() string { return randomHex(3) }

@@ -1,11 +1,9 @@
-package sandbox
+package proc
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/lazyre"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // A shell session is a long-lived interactive bash inside the sandbox, so the working
@@ -89,10 +88,6 @@ var shellList = shellCommon + shellListBody
 var sessionPattern = lazyre.New(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidSession checks a session name before it becomes part of a path.
-// MaxCodeSize bounds a script sent to a shell session (and a snippet, pkg/snippet): it is
-// streamed, but a larger one is surely a mistake.
-const MaxCodeSize = 16 << 20
-
 func ValidSession(name string) error {
 	if !sessionPattern().MatchString(name) {
 		return errs.Usagef("bad session name %q: use letters, digits, - and _ (at most 64)", name)
@@ -174,7 +169,7 @@ func (e *ShellBusyError) Hint() string {
 
 // Shell runs opts.Script in a shell session of sandbox sb and returns how it ended; its
 // output goes to opts.Stdout and opts.Stderr byte for byte as it comes.
-func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*ShellResult, error) {
+func Shell(ctx context.Context, x Execer, sb *sandbox.Sandbox, opts ShellOptions) (*ShellResult, error) {
 	session := opts.Session
 	if session == "" {
 		session = DefaultSession
@@ -182,15 +177,15 @@ func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*S
 	if err := ValidSession(session); err != nil {
 		return nil, err
 	}
-	if len(opts.Script) > MaxCodeSize {
-		return nil, errs.Usagef("the script is %d bytes, more than the %d a shell call accepts", len(opts.Script), MaxCodeSize)
+	if len(opts.Script) > sandbox.MaxCodeSize {
+		return nil, errs.Usagef("the script is %d bytes, more than the %d a shell call accepts", len(opts.Script), sandbox.MaxCodeSize)
 	}
 	wait := opts.LockWait
 	if wait <= 0 {
 		wait = ShellLockWait
 	}
 	dir := ShellDir + "/" + session
-	id, marker := "c-"+newExecID(), newMarker()
+	id, marker := "c-"+randomHex(8), newMarker()
 	line, sync, init := ShellLines(dir, id, marker)
 	length, reset := len(opts.Script), "0"
 	if opts.NoScript {
@@ -210,10 +205,10 @@ func (m *Manager) Shell(ctx context.Context, sb *Sandbox, opts ShellOptions) (*S
 	done := make(chan struct{})
 	defer close(done)
 	stdout := &trailerWriter{w: orDiscard(opts.Stdout), marker: []byte(marker)}
-	res, err := m.Exec(ctx, sb, ExecOptions{
+	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
 		Cmd: sb.Script(shellCall, "sbx-sh", dir, id, marker, strconv.FormatInt(opts.Timeout.Milliseconds(), 10),
 			strconv.FormatFloat(wait.Seconds(), 'f', 3, 64), reset, strconv.Itoa(length), line, sync, init, shellSupervisor),
-		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety, outlive: true,
+		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety, Outlive: true,
 		Stdin:  io.MultiReader(bytes.NewReader(opts.Script), &blockingReader{done: done}),
 		Stdout: stdout, Stderr: orDiscard(opts.Stderr),
 	})
@@ -281,7 +276,7 @@ func ShellLines(dir, id, marker string) (line, sync, init string) {
 	return line, sync, init
 }
 
-// ShellSession is a session as ShellSessions reports it.
+// ShellSession is a session as Sessions reports it.
 type ShellSession struct {
 	Name string
 	// State is "idle", "busy" (a call runs) or "exited" (its shell ended; the next call
@@ -293,14 +288,14 @@ type ShellSession struct {
 	LastUsed  time.Time // zero when never used
 }
 
-// ShellSessions lists the shell sessions of sandbox sb, by name.
-func (m *Manager) ShellSessions(ctx context.Context, sb *Sandbox) ([]ShellSession, error) {
-	l := listing[ShellSession]{script: shellList, name: "shell session list", things: "shell sessions", limit: MaxShellList, parse: ParseShellList}
-	return l.list(ctx, m, sb, nil, ShellDir)
+// Sessions lists the shell sessions of sandbox sb, by name.
+func Sessions(ctx context.Context, x Execer, sb *sandbox.Sandbox) ([]ShellSession, error) {
+	l := listing[ShellSession]{script: shellList, name: "shell session list", things: "shell sessions", limit: MaxShellList, parse: ParseSessions}
+	return l.list(ctx, x, sb, nil, ShellDir)
 }
 
-// ParseShellList reads shellList's output.
-func ParseShellList(s string) ([]ShellSession, error) {
+// ParseSessions reads shellList's output.
+func ParseSessions(s string) ([]ShellSession, error) {
 	var list []ShellSession
 	for _, line := range strings.Split(s, "\n") {
 		if line == "" {
@@ -386,8 +381,4 @@ func (b *blockingReader) Read([]byte) (int, error) {
 	return 0, io.EOF
 }
 
-func newMarker() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return "sbx-" + hex.EncodeToString(b)
-}
+func newMarker() string { return "sbx-" + randomHex(16) }

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The output of a background process (proc.go, ProcLogs), run as: bash -c SCRIPT sbx-logs DIR
+# The output of a background process (proc.go, Logs), run as: bash -c SCRIPT sbx-logs DIR
 # FOLLOW TAIL. Writes what the process in DIR kept of its stdout and stderr to its own stdout
 # and stderr: the last TAIL lines of each when TAIL >= 0, and with FOLLOW=1 it then follows both
 # until the process has exited and all its output is shown; output dropped from the ring while
