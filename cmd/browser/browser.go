@@ -13,6 +13,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/browser"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -107,7 +108,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	f := opts.Factory
 	layer := []config.Setting{{Key: "profile", Values: []string{images.ProfileBrowser}, Source: profileSource}}
 	if opts.Headless {
-		layer = append(layer, config.Setting{Key: "env", Values: []string{sandbox.BrowserHeadlessEnv + "=1"},
+		layer = append(layer, config.Setting{Key: "env", Values: []string{browser.HeadlessEnv + "=1"},
 			Source: config.Source{Layer: config.LayerFlag, Name: "--headless"}})
 	}
 	name := opts.Name
@@ -140,8 +141,8 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 	}
 	in.CreateSettings = layer
 	opts.IO.Progressf("starting Chromium in sandbox %q\n", name)
-	b, err := m.StartBrowser(ctx, in, sandbox.BrowserOptions{})
-	var startErr *sandbox.BrowserStartError
+	b, err := browser.Start(ctx, m, in, browser.Options{})
+	var startErr *browser.StartError
 	if errors.As(err, &startErr) {
 		printStartFailure(opts.IO.ErrOut, startErr)
 	}
@@ -163,7 +164,7 @@ func browserRun(ctx context.Context, opts *BrowserOptions) error {
 
 // printStartFailure writes the end of a failed browser's log, which the sandbox wrote,
 // before the error.
-func printStartFailure(w io.Writer, e *sandbox.BrowserStartError) {
+func printStartFailure(w io.Writer, e *browser.StartError) {
 	fmt.Fprint(w, cmdutil.SafeLines(e.Summary()))
 }
 

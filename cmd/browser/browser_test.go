@@ -26,6 +26,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil/cmdtest"
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/browser"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
@@ -100,7 +101,7 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 	fb := &fakeBrowser{state: container.State{Status: "running", Running: true}}
 	// As the relay in the sandbox answers: behind the token.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := fb.env(sandbox.BrowserTokenEnv)
+		token := fb.env(browser.TokenEnv)
 		if token == "" || r.URL.Path != "/"+token+"/json/version" {
 			http.Error(w, "no token", http.StatusUnauthorized)
 			return
@@ -131,9 +132,9 @@ func newFakeBrowser(t *testing.T) *fakeBrowser {
 			if id != "b1" {
 				return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such container: " + id)
 			}
-			ports := nat.PortMap{sandbox.BrowserCDPPort: {{HostIP: "127.0.0.1", HostPort: cdpPort}}}
-			if _, ok := fb.host.PortBindings[sandbox.BrowserNoVNCPort]; ok {
-				ports[sandbox.BrowserNoVNCPort] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: "40080"}}
+			ports := nat.PortMap{browser.CDPPort: {{HostIP: "127.0.0.1", HostPort: cdpPort}}}
+			if _, ok := fb.host.PortBindings[browser.NoVNCPort]; ok {
+				ports[browser.NoVNCPort] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: "40080"}}
 			}
 			st := fb.state
 			return container.InspectResponse{
@@ -181,14 +182,14 @@ func TestBrowserRun(t *testing.T) {
 	}
 	var password string
 	for _, kv := range fb.cfg.Env {
-		if v, ok := strings.CutPrefix(kv, sandbox.BrowserPasswordEnv+"="); ok {
+		if v, ok := strings.CutPrefix(kv, browser.PasswordEnv+"="); ok {
 			password = v
 		}
 	}
 	if len(password) != 8 {
 		t.Fatalf("password %q in %v", password, fb.cfg.Env)
 	}
-	token := fb.env(sandbox.BrowserTokenEnv)
+	token := fb.env(browser.TokenEnv)
 	if len(token) != 48 {
 		t.Fatalf("token %q in %v", token, fb.cfg.Env)
 	}
@@ -217,7 +218,7 @@ func TestBrowserRunHeadlessJSON(t *testing.T) {
 	if err := json.Unmarshal(e.Out.Bytes(), &res); err != nil {
 		t.Fatalf("%v: %s", err, e.Out)
 	}
-	token := fb.env(sandbox.BrowserTokenEnv)
+	token := fb.env(browser.TokenEnv)
 	if res.Name != "shot" || res.Container != "sbx-shot" || res.ID != "b1" || !res.Headless || res.Browser != "Chrome/120.0.6099.224" ||
 		res.Token != token || len(token) != 48 || !strings.HasPrefix(res.Endpoints.CDP.URL, "ws://127.0.0.1:") ||
 		!strings.Contains(res.Endpoints.CDP.URL, "/"+token+"/devtools/") || res.Endpoints.NoVNC != nil {
@@ -260,7 +261,7 @@ func TestDefaultName(t *testing.T) {
 // The end of a failed browser's log is what the sandbox printed: shown, it is escaped.
 func TestPrintStartFailureEscapesTheLog(t *testing.T) {
 	var b bytes.Buffer
-	printStartFailure(&b, &sandbox.BrowserStartError{Name: "b", Err: errors.New("no"), Tail: []string{"chromium: ok", "\x1b]0;pwned\x07\x1b[2J\r\u202e"}})
+	printStartFailure(&b, &browser.StartError{Name: "b", Err: errors.New("no"), Tail: []string{"chromium: ok", "\x1b]0;pwned\x07\x1b[2J\r\u202e"}})
 	want := "last 2 lines of the browser sandbox's log:\n  chromium: ok\n  \\u001b]0;pwned\\u0007\\u001b[2J\\u000d\\u202e\n"
 	if b.String() != want {
 		t.Errorf("got %q\nwant %q", b.String(), want)

@@ -20,6 +20,7 @@ import (
 	"github.com/sbx-sandbox/sbx/cmd/iostreams"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/portforward"
 	"github.com/sbx-sandbox/sbx/pkg/proc"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
@@ -212,7 +213,7 @@ func detachRun(ctx context.Context, opts *ExecOptions, m *sandbox.Manager, sb *s
 		return nil
 	}
 	opts.IO.Progressf("waiting for port %d in sandbox %q\n", opts.WaitPort, r.Name)
-	return m.WaitPort(ctx, sb, opts.WaitPort, "", opts.WaitTimeout)
+	return portforward.WaitPort(ctx, m.PortDialer(sb), sb.Name, opts.WaitPort, "", opts.WaitTimeout)
 }
 
 // execEnv gathers the per-exec variables: passEnv names from the host, then --env-file, then -e.

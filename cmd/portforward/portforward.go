@@ -139,7 +139,7 @@ func portForwardRun(ctx context.Context, opts *PortForwardOptions) error {
 			}
 			waited[fw.Remote] = true
 			opts.IO.Progressf("waiting for port %d in sandbox %q\n", fw.Remote, sb.Name)
-			if err := m.WaitPort(ctx, sb, fw.Remote, opts.WaitHTTP, opts.Wait); err != nil {
+			if err := portforward.WaitPort(ctx, m.PortDialer(sb), sb.Name, fw.Remote, opts.WaitHTTP, opts.Wait); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

@@ -19,10 +19,10 @@ import (
 
 	"github.com/sbx-sandbox/sbx/images"
 	"github.com/sbx-sandbox/sbx/internal/testenv"
+	"github.com/sbx-sandbox/sbx/pkg/browser"
 	"github.com/sbx-sandbox/sbx/pkg/engine"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // imageTestRun labels every container these tests create.
@@ -285,8 +285,8 @@ func TestBrowserImageSmoke(t *testing.T) {
 	tag := bundledImage(t, eng, images.ProfileBrowser)
 	// The relay in front of the ports is sbx's binary, as sbx browser mounts it, with a token.
 	const token = "00112233445566778899aabbccddeeff0011223344556677"
-	relay := []string{sandbox.BrowserTokenEnv + "=" + token, sandbox.BrowserRelayEnv + "=" + sandbox.BrowserRelayPath}
-	bin := mount.Mount{Type: mount.TypeBind, Source: testenv.SbxBinary(t), Target: sandbox.BrowserRelayPath, ReadOnly: true}
+	relay := []string{browser.TokenEnv + "=" + token, browser.RelayEnv + "=" + browser.RelayPath}
+	bin := mount.Mount{Type: mount.TypeBind, Source: testenv.SbxBinary(t), Target: browser.RelayPath, ReadOnly: true}
 
 	t.Run("headless", func(t *testing.T) {
 		box := startSmokeBox(t, eng, tag, append([]string{"SBX_BROWSER_HEADLESS=1"}, relay...), nil, bin)
@@ -328,8 +328,8 @@ func TestBrowserImageSmoke(t *testing.T) {
 	// Without its relay or a token, nothing may listen beyond loopback.
 	for what, env := range map[string][]string{
 		"desktop without a password": relay,
-		"headless without a token":   {"SBX_BROWSER_HEADLESS=1", sandbox.BrowserRelayEnv + "=" + sandbox.BrowserRelayPath},
-		"headless without the relay": {"SBX_BROWSER_HEADLESS=1", sandbox.BrowserTokenEnv + "=" + token},
+		"headless without a token":   {"SBX_BROWSER_HEADLESS=1", browser.RelayEnv + "=" + browser.RelayPath},
+		"headless without the relay": {"SBX_BROWSER_HEADLESS=1", browser.TokenEnv + "=" + token},
 	} {
 		t.Run(what+" refuses to start", func(t *testing.T) { refusesToStart(t, eng, tag, env, bin) })
 	}

@@ -62,7 +62,7 @@ func (s *server) forwardPort(ctx context.Context, in ForwardInput) (ForwardOutpu
 		return ForwardOutput{}, err
 	}
 	if in.WaitSeconds > 0 {
-		if err := m.WaitPort(ctx, sb, in.Port, "", time.Duration(in.WaitSeconds*float64(time.Second))); err != nil {
+		if err := portforward.WaitPort(ctx, m.PortDialer(sb), sb.Name, in.Port, "", time.Duration(in.WaitSeconds*float64(time.Second))); err != nil {
 			release()
 			return ForwardOutput{}, err
 		}

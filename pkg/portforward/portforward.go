@@ -1,7 +1,9 @@
 // Package portforward is what "sbx port-forward" and the MCP tool forward_port share: the
 // [[ADDR:]LOCAL:]REMOTE mappings, listening on this machine (loopback unless an address is
 // given), and relaying every connection to a port inside a sandbox through a dialer (the
-// sandbox's agent, pkg/sandbox), each way ending on its own.
+// sandbox's agent, pkg/sandbox), each way ending on its own. It also owns the one rule for
+// "is the server up?" (Listening) and the waits on it (WaitPort: exec --wait-port,
+// port-forward --wait-http, the MCP tools).
 package portforward
 
 import (
@@ -131,6 +133,9 @@ func Listen(ctx context.Context, specs []Spec) ([]*Forward, error) {
 type Conn interface {
 	io.ReadWriteCloser
 	CloseWrite() error
+	// Connected waits until the connection inside is made, or returns why it was not (a
+	// ConnectFailure when nothing listened).
+	Connected() error
 }
 
 // Dialer connects to a port inside the sandbox.

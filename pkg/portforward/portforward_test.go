@@ -62,9 +62,14 @@ func inside(t *testing.T, h func(net.Conn)) Dialer {
 		if err != nil {
 			return nil, err
 		}
-		return c.(*net.TCPConn), nil
+		return tcpConn{c.(*net.TCPConn)}, nil
 	}
 }
+
+// tcpConn is a TCP connection standing for a relay whose connection inside was made.
+type tcpConn struct{ *net.TCPConn }
+
+func (tcpConn) Connected() error { return nil }
 
 func upper(c net.Conn) {
 	data, _ := io.ReadAll(c)
@@ -187,6 +192,7 @@ func (refusedConn) Read([]byte) (int, error)    { return 0, refusedErr{} }
 func (refusedConn) Write(p []byte) (int, error) { return len(p), nil }
 func (refusedConn) Close() error                { return nil }
 func (refusedConn) CloseWrite() error           { return nil }
+func (refusedConn) Connected() error            { return refusedErr{} }
 
 // A connection refused inside, learnt only once the relay runs, is reported too, and the
 // client's connection is dropped.

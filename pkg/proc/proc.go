@@ -286,7 +286,7 @@ func Logs(ctx context.Context, x Execer, sb *sandbox.Sandbox, id string, opts Lo
 	}
 	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
 		Cmd:    sb.Script(procLogs, "sbx-logs", Dir+"/"+id, follow, strconv.Itoa(opts.Tail)),
-		Stdout: orDiscard(opts.Stdout), Stderr: orDiscard(opts.Stderr),
+		Stdout: sandbox.OrDiscard(opts.Stdout), Stderr: sandbox.OrDiscard(opts.Stderr),
 	})
 	switch {
 	case err != nil:

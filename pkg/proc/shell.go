@@ -204,13 +204,13 @@ func Shell(ctx context.Context, x Execer, sb *sandbox.Sandbox, opts ShellOptions
 	// call that sbx went away.
 	done := make(chan struct{})
 	defer close(done)
-	stdout := &trailerWriter{w: orDiscard(opts.Stdout), marker: []byte(marker)}
+	stdout := &trailerWriter{w: sandbox.OrDiscard(opts.Stdout), marker: []byte(marker)}
 	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
 		Cmd: sb.Script(shellCall, "sbx-sh", dir, id, marker, strconv.FormatInt(opts.Timeout.Milliseconds(), 10),
 			strconv.FormatFloat(wait.Seconds(), 'f', 3, 64), reset, strconv.Itoa(length), line, sync, init, shellSupervisor),
 		Env: opts.Env, WorkDir: opts.WorkDir, Interactive: true, Timeout: safety, Outlive: true,
 		Stdin:  io.MultiReader(bytes.NewReader(opts.Script), &blockingReader{done: done}),
-		Stdout: stdout, Stderr: orDiscard(opts.Stderr),
+		Stdout: stdout, Stderr: sandbox.OrDiscard(opts.Stderr),
 	})
 	if err != nil {
 		return nil, err

@@ -2,7 +2,8 @@ package sandbox
 
 import "io"
 
-func orDiscard(w io.Writer) io.Writer {
+// OrDiscard is w, or io.Discard when w is nil: an output the caller left nil is dropped.
+func OrDiscard(w io.Writer) io.Writer {
 	if w == nil {
 		return io.Discard
 	}

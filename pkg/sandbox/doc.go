@@ -20,16 +20,18 @@
 //   - the pool and throwaway sandboxes: pool.go, throwaway.go;
 //   - workspace carriage: overlay.go and carry.go, over pkg/overlay (layers, diff, apply);
 //     the protected paths of a rw workspace are pkg/protect;
-//   - the browser: browser.go; ports and readiness waits: ports.go;
+//   - a new sandbox that starts with a readiness wait, for pkg/browser: startnew.go;
+//   - ports: ports.go (DialPort through the agent; the readiness waits are pkg/portforward's);
 //   - prune and orphans: prune.go;
 //   - admission (leases, maxRunning, eviction) and idle stop: admission.go, idle.go, with the
 //     locks of internal/flock.
 //
 // Background processes and shell sessions (sbx exec -d, ps, logs, kill, sh), snippets (sbx
 // run) and resource use (sbx stats) have left for pkg/proc, pkg/snippet and pkg/stats, which
-// need of this package only Manager.Exec (an Execer) and the engine; the integration tests of
-// all of them make their sandboxes with pkg/sandbox/sandboxtest. The other capabilities still
-// reach into the core's unexported methods, and the core into some of them (a start checks
+// need of this package only Manager.Exec (an Execer) and the engine; the browser has left
+// for pkg/browser, which needs Manager.StartNew. The integration tests of all of them make
+// their sandboxes with pkg/sandbox/sandboxtest. The other capabilities still reach into the
+// core's unexported methods, and the core into some of them (a start checks
 // egress and the CA bundle); they move out one at a time, each behind the narrow interface
 // it needs.
 package sandbox

@@ -18,6 +18,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // rootfulPodman makes e a rootful Podman 4.3.1 on cgroup v2.
@@ -38,7 +39,7 @@ func TestRootfulPodmanEgressGoesThroughASocket(t *testing.T) {
 	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
 	rootfulPodman(e)
 	m = fakeManager(t, e.FakeEngine)
-	m.HostPaths, m.Agents, m.AgentBinary = true, true, staticBinary(t)
+	m.HostPaths, m.Agents, m.AgentBinary = true, true, sandboxtest.StaticBinary(t)
 	sandbox.SetAgentWait(t, 50*time.Millisecond) // the fake's start runs no agent
 	in := specInput()
 	in.Config.Egress = []string{"@debian"}

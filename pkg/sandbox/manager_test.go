@@ -26,6 +26,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 var clock = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -34,21 +35,6 @@ func fakeManager(t *testing.T, fake *enginetest.FakeEngine) *sandbox.Manager {
 	fake.T = t
 	fake.Docker()
 	return &sandbox.Manager{Engine: fake, State: &sandbox.StateStore{Dir: t.TempDir(), Now: func() time.Time { return clock }}, Now: func() time.Time { return clock }}
-}
-
-// staticBinary is an ELF file without an interpreter, as a static sbx is: enough for sbx to
-// give sandboxes on any image the agent.
-func staticBinary(t *testing.T) string {
-	t.Helper()
-	hdr := make([]byte, 64)
-	copy(hdr, "\x7fELF\x02\x01\x01")       // 64-bit, little-endian, version 1
-	hdr[16], hdr[18], hdr[20] = 2, 0x3e, 1 // ET_EXEC, x86-64, version 1
-	hdr[52], hdr[54], hdr[58] = 64, 56, 64 // header, program and section header sizes
-	path := filepath.Join(t.TempDir(), "sbx")
-	if err := os.WriteFile(path, hdr, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func specInput() sandbox.SpecInput {
@@ -582,7 +568,7 @@ func TestCreateWithoutAgentWhenTheEngineCannotSeeItsDirectory(t *testing.T) {
 		ContainerStartFn: func(context.Context, string, container.StartOptions) error { return nil },
 	}
 	m := fakeManager(t, fake)
-	m.Agents, m.AgentBinary = true, staticBinary(t)
+	m.Agents, m.AgentBinary = true, sandboxtest.StaticBinary(t)
 	res, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -1037,7 +1023,7 @@ func TestCreateGVisorChecksTheRuntime(t *testing.T) {
 			in := specInput()
 			in.Config.Isolation = config.IsolationGVisor
 			m := fakeManager(t, fake)
-			m.Agents, m.AgentBinary = true, staticBinary(t)
+			m.Agents, m.AgentBinary = true, sandboxtest.StaticBinary(t)
 			_, err := m.Ensure(context.Background(), in, sandbox.EnsureOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(errs.Hint(err), `"runsc-sbx": {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=host", "--oci-seccomp", "--host-uds=create"]}`) || host != nil {
 				t.Fatalf("got %v (hint %q), created: %v", err, errs.Hint(err), host != nil)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/portforward"
 )
 
 // A sandbox without this sbx's agent is refused with the reason and the fix: ports are
@@ -19,7 +20,7 @@ func TestDialPortWithoutAgent(t *testing.T) {
 			!strings.Contains(errs.Hint(err), "sbx create -n web --replace") {
 			t.Errorf("labels %v: got %v (exit %d, hint %q)", labels, err, errs.ExitCode(err), errs.Hint(err))
 		}
-		if _, err := m.Listening(context.Background(), sb, 8000); err == nil {
+		if _, err := portforward.Listening(context.Background(), m.PortDialer(sb), 8000); err == nil {
 			t.Errorf("labels %v: Listening without an agent did not fail", labels)
 		}
 	}

@@ -29,7 +29,7 @@ func (m *Manager) script(ctx context.Context, sb *Sandbox, r scriptRun) (int, er
 	defer st.close()
 	// The stream's reads do not see ctx: its end closes the stream.
 	defer context.AfterFunc(ctx, st.close)()
-	if err := st.copyOutput(orDiscard(r.stdout), io.Discard); err != nil {
+	if err := st.copyOutput(OrDiscard(r.stdout), io.Discard); err != nil {
 		return 0, err
 	}
 	return st.wait(ctx)

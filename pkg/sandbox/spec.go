@@ -142,8 +142,8 @@ type SpecInput struct {
 	ToolboxDir string
 	// AgentBinary is sbx's binary on the host, which a sandbox with AgentDir runs as its agent.
 	AgentBinary string
-	// RelayBinary is sbx's binary on the host, mounted read-only at BrowserRelayPath for a
-	// browser sandbox's relay (StartBrowser); "" mounts none. It stays out of the config hash,
+	// RelayBinary is sbx's binary on the host, mounted read-only at RelayPath for a
+	// browser sandbox's relay (pkg/browser); "" mounts none. It stays out of the config hash,
 	// as AgentBinary does.
 	RelayBinary string
 	// EgressSubnet is the subnet of the network the sandbox shares with its proxy, when
@@ -333,7 +333,7 @@ func BuildSpec(in SpecInput) (*Spec, error) {
 				BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if in.RelayBinary != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.RelayBinary, Target: BrowserRelayPath, ReadOnly: true,
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: in.RelayBinary, Target: RelayPath, ReadOnly: true,
 			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate}})
 	}
 	if cfg.CACerts != "" {

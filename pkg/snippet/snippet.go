@@ -207,8 +207,8 @@ func Run(ctx context.Context, x Execer, sb *sandbox.Sandbox, opts Options) (*Res
 	if limit <= 0 {
 		limit = DefaultMaxOutput
 	}
-	stdout := &sandbox.CapWriter{W: orDiscard(opts.Stdout), Limit: limit}
-	stderr := &sandbox.CapWriter{W: orDiscard(opts.Stderr), Limit: limit}
+	stdout := &sandbox.CapWriter{W: sandbox.OrDiscard(opts.Stdout), Limit: limit}
+	stderr := &sandbox.CapWriter{W: sandbox.OrDiscard(opts.Stderr), Limit: limit}
 	dir := Dir + "/" + runID()
 	sniff := &prefixSniffer{w: stderr, prefix: []byte(runMissing + plan.Language.Tool + " " + dir + "\n")}
 	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
@@ -287,11 +287,4 @@ func runID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

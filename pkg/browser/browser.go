@@ -1,8 +1,11 @@
-package sandbox
+// Package browser owns "sbx browser" and the MCP browser tool: a sandbox of the browser
+// profile whose Chromium (and, unless headless, its screen through noVNC) is published on
+// 127.0.0.1 behind sbx's relay (pkg/browserrelay) and a one-off token. Of the lifecycle it
+// needs a new sandbox started with a readiness wait (Manager.StartNew), whether this sbx's
+// binary can run there, and the engine's view of the published ports.
+package browser
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -18,11 +21,11 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/pkg/browserrelay"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 )
 
 // Ports and variables of the browser image's entrypoint (images/sbx-browser-entrypoint.sh).
@@ -30,34 +33,30 @@ import (
 // the sandbox's token: every user of the host reaches the published ports on 127.0.0.1 and
 // the sandbox's address on its bridge.
 const (
-	BrowserCDPPort     = "9222/tcp" // Chromium's DevTools protocol, relayed from its loopback
-	BrowserNoVNCPort   = "6080/tcp" // noVNC in front of the VNC server, unless headless
-	BrowserHeadlessEnv = "SBX_BROWSER_HEADLESS"
-	BrowserPasswordEnv = "SBX_VNC_PASSWORD"
-	BrowserTokenEnv    = "SBX_BROWSER_TOKEN"
-	BrowserRelayEnv    = "SBX_BROWSER_RELAY"
-	// BrowserRelayPath is where a browser sandbox sees sbx's binary, read-only, which runs
-	// its relay.
-	BrowserRelayPath = "/run/sbx-relay-bin/sbx"
+	CDPPort     = "9222/tcp" // Chromium's DevTools protocol, relayed from its loopback
+	NoVNCPort   = "6080/tcp" // noVNC in front of the VNC server, unless headless
+	HeadlessEnv = "SBX_BROWSER_HEADLESS"
+	PasswordEnv = "SBX_VNC_PASSWORD"
+	TokenEnv    = "SBX_BROWSER_TOKEN"
+	RelayEnv    = "SBX_BROWSER_RELAY"
+	// RelayPath is where a browser sandbox sees sbx's binary, read-only, which runs its relay.
+	RelayPath = sandbox.RelayPath
 )
 
-// BrowserStartTimeout is how long StartBrowser waits for Chromium's DevTools endpoint;
+// StartTimeout is how long Start waits for Chromium's DevTools endpoint;
 // gvisorBrowserStart under gVisor, where Chromium's start under the ptrace platform took 31 s
 // and more on a loaded 2-CPU machine (measured: 30 s was too short one start in five).
 const (
-	BrowserStartTimeout = 30 * time.Second
-	gvisorBrowserStart  = 4 * BrowserStartTimeout
+	StartTimeout = 30 * time.Second
+	gvisorStart  = 4 * StartTimeout
 )
 
 // vncPasswordLen is what VNC authentication reads of a password: its first 8 characters.
 const vncPasswordLen = 8
 
-// browserLogLines is how much of a failed browser's log is kept to explain the failure.
-const browserLogLines = 20
-
-// BrowserOptions tune StartBrowser.
-type BrowserOptions struct {
-	// Timeout bounds the wait for /json/version; 0 means BrowserStartTimeout (more under gVisor).
+// Options tune Start.
+type Options struct {
+	// Timeout bounds the wait for /json/version; 0 means StartTimeout (more under gVisor).
 	Timeout time.Duration
 	// Rand is the source of the VNC password and the token; nil means crypto/rand.
 	Rand io.Reader
@@ -65,7 +64,7 @@ type BrowserOptions struct {
 
 // Browser is a started browser sandbox and how to reach it from the host.
 type Browser struct {
-	Sandbox  *Sandbox
+	Sandbox  *sandbox.Sandbox
 	Headless bool
 	// Version is Chromium's product string from /json/version, e.g. "Chrome/120.0.6099.224".
 	Version string
@@ -83,25 +82,25 @@ type Browser struct {
 	HostPorts map[string]string
 }
 
-// BrowserHeadless reports whether env makes the browser image run headless, read as its
-// entrypoint reads SBX_BROWSER_HEADLESS.
-func BrowserHeadless(env map[string]string) bool {
-	switch env[BrowserHeadlessEnv] {
+// Headless reports whether env makes the browser image run headless, read as its entrypoint
+// reads SBX_BROWSER_HEADLESS.
+func Headless(env map[string]string) bool {
+	switch env[HeadlessEnv] {
 	case "1", "true", "yes":
 		return true
 	}
 	return false
 }
 
-// StartBrowser creates and starts a new browser sandbox from in (whose config should be the
+// Start creates and starts a new browser sandbox from in (whose config should be the
 // browser profile's) and waits until Chromium answers on its published DevTools port. The
 // ports are published on 127.0.0.1 only, behind sbx's relay and a new token; unless the
 // config makes it headless, a one-off VNC password guards the screen too. Both are passed
 // as container variables. A sandbox of that name must not exist: its token could not be
-// recovered. When the browser does not come up, the sandbox is removed and a
-// *BrowserStartError carries the end of its log.
-func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOptions) (*Browser, error) {
-	if err := CanPublish(in.Config.Network); err != nil {
+// recovered. When the browser does not come up, the sandbox is removed and a *StartError
+// carries the end of its log.
+func Start(ctx context.Context, m *sandbox.Manager, in sandbox.SpecInput, opts Options) (*Browser, error) {
+	if err := sandbox.CanPublish(in.Config.Network); err != nil {
 		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: %w", in.Name, err), "set network: bridge for this sandbox")
 	}
 	// The relay is this sbx's binary, which the engine mounts from this machine.
@@ -109,18 +108,18 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: the engine is on another machine, so it cannot mount sbx's binary, which guards the browser's ports", in.Name),
 			"run sbx browser against an engine on this machine")
 	}
-	if p := m.agentBinaryProblem(in.Config.Image); p != "" {
+	if p := m.AgentBinaryProblem(in.Config.Image); p != "" {
 		return nil, errs.Failure(fmt.Errorf("browser sandbox %q: sbx's binary guards the browser's ports, and the sandbox cannot run it: %s", in.Name, p), "")
 	}
 	switch _, err := m.Inspect(ctx, in.Name); {
 	case err == nil:
-		return nil, &BrowserExistsError{Name: in.Name}
-	case !IsNotFound(err):
+		return nil, &ExistsError{Name: in.Name}
+	case !sandbox.IsNotFound(err):
 		return nil, err
 	}
 
-	b := &Browser{Headless: BrowserHeadless(in.Config.Env), HostPorts: map[string]string{}}
-	in.Ports = []string{BrowserCDPPort}
+	b := &Browser{Headless: Headless(in.Config.Env), HostPorts: map[string]string{}}
+	in.Ports = []string{CDPPort}
 	in.OneOffEnv = slices.Clone(in.OneOffEnv)
 	if !b.Headless {
 		pw, err := vncPassword(opts.Rand)
@@ -128,8 +127,8 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 			return nil, err
 		}
 		b.Password = pw
-		in.Ports = append(in.Ports, BrowserNoVNCPort)
-		in.OneOffEnv = append(in.OneOffEnv, BrowserPasswordEnv+"="+pw)
+		in.Ports = append(in.Ports, NoVNCPort)
+		in.OneOffEnv = append(in.OneOffEnv, PasswordEnv+"="+pw)
 	}
 	token, err := browserrelay.NewToken(opts.Rand)
 	if err != nil {
@@ -137,60 +136,47 @@ func (m *Manager) StartBrowser(ctx context.Context, in SpecInput, opts BrowserOp
 	}
 	b.Token = token
 	in.RelayBinary = m.AgentBinary
-	in.OneOffEnv = append(in.OneOffEnv, BrowserTokenEnv+"="+token, BrowserRelayEnv+"="+BrowserRelayPath)
-	sb, err := m.create(ctx, in)
-	if cerrdefs.IsConflict(err) {
-		return nil, &BrowserExistsError{Name: in.Name}
-	}
-	if err != nil {
-		return nil, err
-	}
-	b.Sandbox = sb
-	// The image's entrypoint starts the agent once Chromium is up: its socket is handed over
-	// after that.
-	var as *agentStart
-	defer func() { as.abandon() }()
-	if err := m.admit(ctx, in.Config, in.Name, func(ctx context.Context) error {
-		var err error
-		as, err = m.startContainer(ctx, sb)
-		return err
-	}); err != nil {
-		return nil, m.discardBrowser(ctx, sb, err)
-	}
-	sb.Status = "running"
+	in.OneOffEnv = append(in.OneOffEnv, TokenEnv+"="+token, RelayEnv+"="+RelayPath)
 
 	timeout := opts.Timeout
 	switch {
 	case timeout > 0:
 	case in.Config.Isolation == config.IsolationGVisor:
-		timeout = gvisorBrowserStart
+		timeout = gvisorStart
 	default:
-		timeout = BrowserStartTimeout
+		timeout = StartTimeout
 	}
-	hostPorts, version, err := m.waitForBrowser(ctx, sb, in.Ports, token, timeout)
-	if err != nil {
-		return nil, m.discardBrowser(ctx, sb, err)
-	}
-	if m.finishAgent(ctx, as) {
-		if err := m.checkCgroupLimits(ctx, sb, as.host); err != nil {
-			return nil, m.discardBrowser(ctx, sb, err)
+	sb, err := m.StartNew(ctx, in, func(ctx context.Context, sb *sandbox.Sandbox) error {
+		hostPorts, version, err := waitForBrowser(ctx, m.Engine, sb, in.Ports, token, timeout)
+		if err != nil {
+			return err
 		}
+		b.HostPorts, b.Version = hostPorts, version.Browser
+		if b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[CDPPort], token); err != nil {
+			return err
+		}
+		if !b.Headless {
+			b.NoVNC = noVNCURL(hostPorts[NoVNCPort], token)
+		}
+		return nil
+	})
+	var failed *sandbox.NewStartError
+	switch {
+	case cerrdefs.IsConflict(err):
+		return nil, &ExistsError{Name: in.Name}
+	case errors.As(err, &failed):
+		return nil, &StartError{Name: failed.Name, Err: failed.Err, Tail: failed.Tail}
+	case err != nil:
+		return nil, err
 	}
-	b.HostPorts, b.Version = hostPorts, version.Browser
-	b.CDP, err = hostWebSocketURL(version.WebSocketDebuggerURL, hostPorts[BrowserCDPPort], token)
-	if err != nil {
-		return nil, m.discardBrowser(ctx, sb, err)
-	}
-	if !b.Headless {
-		b.NoVNC = noVNCURL(hostPorts[BrowserNoVNCPort], token)
-	}
+	b.Sandbox = sb
 	return b, nil
 }
 
 // noVNCURL is noVNC's page on host port hostPort behind token; its path parameter tells
 // the page to open its WebSocket behind the token too.
 func noVNCURL(hostPort, token string) string {
-	u := url.URL{Scheme: "http", Host: net.JoinHostPort(LoopbackIP, hostPort), Path: "/" + token + "/vnc.html",
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(sandbox.LoopbackIP, hostPort), Path: "/" + token + "/vnc.html",
 		RawQuery: "path=" + token + "/websockify"}
 	return u.String()
 }
@@ -225,10 +211,16 @@ type cdpVersion struct {
 // browserPoll is the pause between two checks of a starting browser.
 const browserPoll = 250 * time.Millisecond
 
+// inspector is the engine's inspect, which tells the published ports and whether the
+// container still runs.
+type inspector interface {
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+}
+
 // waitForBrowser polls until /json/version answers through the published DevTools port,
 // with token. It returns early when the container stops, and refuses any port bound beyond
 // loopback.
-func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []string, token string, timeout time.Duration) (map[string]string, cdpVersion, error) {
+func waitForBrowser(ctx context.Context, eng inspector, sb *sandbox.Sandbox, ports []string, token string, timeout time.Duration) (map[string]string, cdpVersion, error) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// No proxy: the request must go to this host's loopback and nowhere else.
@@ -240,7 +232,7 @@ func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []strin
 	defer hc.CloseIdleConnections()
 	var last error
 	for {
-		info, err := m.Engine.ContainerInspect(wctx, sb.ID)
+		info, err := eng.ContainerInspect(wctx, sb.ID)
 		switch {
 		case err != nil && wctx.Err() != nil:
 		case err != nil:
@@ -253,7 +245,7 @@ func (m *Manager) waitForBrowser(ctx context.Context, sb *Sandbox, ports []strin
 				return nil, cdpVersion{}, err
 			}
 			if hostPorts != nil {
-				v, err := fetchVersion(wctx, hc, hostPorts[BrowserCDPPort], token)
+				v, err := fetchVersion(wctx, hc, hostPorts[CDPPort], token)
 				if err == nil {
 					return hostPorts, v, nil
 				}
@@ -288,8 +280,8 @@ func publishedPorts(info container.InspectResponse, want []string) (map[string]s
 	out := map[string]string{}
 	for port, bindings := range info.NetworkSettings.Ports {
 		for _, b := range bindings {
-			if b.HostIP != LoopbackIP {
-				return nil, fmt.Errorf("port %s is published on %q, not only on %s; refusing to use it", port, b.HostIP, LoopbackIP)
+			if b.HostIP != sandbox.LoopbackIP {
+				return nil, fmt.Errorf("port %s is published on %q, not only on %s; refusing to use it", port, b.HostIP, sandbox.LoopbackIP)
 			}
 			if b.HostPort != "" {
 				out[string(port)] = b.HostPort
@@ -308,7 +300,7 @@ func publishedPorts(info container.InspectResponse, want []string) (map[string]s
 // past the relay with token.
 func fetchVersion(ctx context.Context, hc *http.Client, hostPort, token string) (cdpVersion, error) {
 	var v cdpVersion
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(LoopbackIP, hostPort)+"/"+token+"/json/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(sandbox.LoopbackIP, hostPort)+"/"+token+"/json/version", nil)
 	if err != nil {
 		return v, err
 	}
@@ -341,62 +333,23 @@ func hostWebSocketURL(raw, hostPort, token string) (string, error) {
 	if err != nil || u.Scheme != "ws" || !strings.HasPrefix(u.Path, "/"+token+"/devtools/") {
 		return "", fmt.Errorf("unexpected webSocketDebuggerUrl %q from Chromium", raw)
 	}
-	u.Host = net.JoinHostPort(LoopbackIP, hostPort)
+	u.Host = net.JoinHostPort(sandbox.LoopbackIP, hostPort)
 	return u.String(), nil
 }
 
-// discardBrowser removes a browser sandbox that failed to come up and returns cause as a
-// *BrowserStartError with the end of its log. It runs even when ctx was cancelled, so an
-// interrupted start leaves nothing behind.
-func (m *Manager) discardBrowser(ctx context.Context, sb *Sandbox, cause error) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	tail := m.logTail(cctx, sb.ID, browserLogLines)
-	if err := m.removeContainer(cctx, sb, true); err != nil {
-		cause = fmt.Errorf("%w; removing it also failed: %v", cause, err)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return &BrowserStartError{Name: sb.Name, Err: cause, Tail: tail}
-}
-
-// logTail returns the last n lines of a container's log; it is only for explaining a
-// failure, so an error leaves it empty.
-func (m *Manager) logTail(ctx context.Context, id string, n int) []string {
-	rc, err := m.Engine.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(n)})
-	if err != nil {
-		return nil
-	}
-	defer rc.Close()
-	var buf bytes.Buffer
-	_, _ = stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 1<<20))
-	var lines []string
-	sc := bufio.NewScanner(&buf)
-	for sc.Scan() {
-		if l := strings.TrimRight(sc.Text(), "\r"); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
-}
-
-// BrowserStartError is a browser sandbox that did not come up; it has been removed.
-type BrowserStartError struct {
+// StartError is a browser sandbox that did not come up; it has been removed.
+type StartError struct {
 	Name string
 	Err  error
 	Tail []string // the last lines of its log
 }
 
-func (e *BrowserStartError) Error() string {
+func (e *StartError) Error() string {
 	return fmt.Sprintf("browser sandbox %q did not start: %v", e.Name, e.Err)
 }
-func (e *BrowserStartError) Unwrap() error { return e.Err }
-func (e *BrowserStartError) ExitCode() int { return errs.CodeFailure }
-func (e *BrowserStartError) Hint() string {
+func (e *StartError) Unwrap() error { return e.Err }
+func (e *StartError) ExitCode() int { return errs.CodeFailure }
+func (e *StartError) Hint() string {
 	if len(e.Tail) == 0 {
 		return "the sandbox was removed; try again, and run sbx doctor if it keeps failing"
 	}
@@ -404,7 +357,7 @@ func (e *BrowserStartError) Hint() string {
 }
 
 // Summary is the end of the failed browser's log, as printed before the error.
-func (e *BrowserStartError) Summary() string {
+func (e *StartError) Summary() string {
 	if len(e.Tail) == 0 {
 		return ""
 	}
@@ -416,13 +369,13 @@ func (e *BrowserStartError) Summary() string {
 	return b.String()
 }
 
-// BrowserExistsError is a browser start refused because the sandbox name is taken.
-type BrowserExistsError struct{ Name string }
+// ExistsError is a browser start refused because the sandbox name is taken.
+type ExistsError struct{ Name string }
 
-func (e *BrowserExistsError) Error() string {
+func (e *ExistsError) Error() string {
 	return fmt.Sprintf("sandbox %q already exists", e.Name)
 }
-func (e *BrowserExistsError) ExitCode() int { return errs.CodeFailure }
-func (e *BrowserExistsError) Hint() string {
+func (e *ExistsError) ExitCode() int { return errs.CodeFailure }
+func (e *ExistsError) Hint() string {
 	return fmt.Sprintf("sbx browser starts a new sandbox each time, since its one-off token and password are kept nowhere: remove the old one with \"sbx rm -f %s\", or pick another name with -n", e.Name)
 }

@@ -1,4 +1,4 @@
-package sandbox_test
+package browser_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -21,9 +23,12 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/sbx-sandbox/sbx/images"
+	"github.com/sbx-sandbox/sbx/pkg/browser"
+	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
 )
 
 // browserEngine fakes an engine on which a browser sandbox starts: the published DevTools
@@ -42,11 +47,13 @@ type browserEngine struct {
 	networkLabels map[string]string
 }
 
+var errNotFound = cerrdefs.ErrNotFound.WithMessage("No such container")
+
 func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 	e := &browserEngine{state: container.State{Status: "running", Running: true}}
 	e.bindings = nat.PortMap{
-		sandbox.BrowserCDPPort:   {{HostIP: "127.0.0.1", HostPort: cdpPort}},
-		sandbox.BrowserNoVNCPort: {{HostIP: "127.0.0.1", HostPort: "49999"}},
+		browser.CDPPort:   {{HostIP: "127.0.0.1", HostPort: cdpPort}},
+		browser.NoVNCPort: {{HostIP: "127.0.0.1", HostPort: "49999"}},
 	}
 	e.fake = &enginetest.FakeEngine{
 		T: t,
@@ -113,7 +120,7 @@ func newBrowserEngine(t *testing.T, cdpPort string) *browserEngine {
 // the sandbox was created with, naming another host than the one it was asked on.
 func devtools(t *testing.T, e **browserEngine, status int) (port string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := createdEnv(*e, sandbox.BrowserTokenEnv)
+		token := createdEnv(*e, browser.TokenEnv)
 		if token == "" || r.URL.Path != "/"+token+"/json/version" {
 			http.Error(w, "no token", http.StatusUnauthorized)
 			return
@@ -146,32 +153,34 @@ func startable(t *testing.T, status int) *browserEngine {
 	return e
 }
 
-// browserManager is fakeManager with sbx's binary, which browser sandboxes mount for their relay.
+// browserManager is a manager on fake with sbx's binary, which browser sandboxes mount for
+// their relay.
 func browserManager(t *testing.T, fake *enginetest.FakeEngine) *sandbox.Manager {
-	m := fakeManager(t, fake)
-	m.AgentBinary = staticBinary(t)
-	return m
+	fake.T = t
+	fake.Docker()
+	return &sandbox.Manager{Engine: fake, State: &sandbox.StateStore{Dir: t.TempDir(), Now: time.Now}, Now: time.Now,
+		AgentBinary: sandboxtest.StaticBinary(t)}
 }
 
 func browserInput(headless bool) sandbox.SpecInput {
-	in := specInput()
-	in.Name = "app-123456-browser"
+	cfg := config.Defaults()
+	in := sandbox.SpecInput{Name: "app-123456-browser", ProjectRoot: "/src/app", Config: cfg}
 	in.Config.Image = images.BrowserTag
 	in.Config.Profile = images.ProfileBrowser
 	in.Config.Network = "bridge"
 	if headless {
-		in.Config.Env = map[string]string{"LANG": "C.UTF-8", sandbox.BrowserHeadlessEnv: "1"}
+		in.Config.Env = map[string]string{"LANG": "C.UTF-8", browser.HeadlessEnv: "1"}
 	}
 	return in
 }
 
-func TestStartBrowserDesktop(t *testing.T) {
+func TestStartDesktop(t *testing.T) {
 	e := startable(t, http.StatusOK)
 	m := browserManager(t, e.fake)
 	// 255 is skipped (it would bias the alphabet), then a, b, ... map to a, b, ...; the
 	// token's 24 bytes follow.
 	rnd := bytes.NewReader(append([]byte{255, 0, 1, 2, 3, 26, 27, 52, 61}, bytes.Repeat([]byte{0xab}, 24)...))
-	b, err := m.StartBrowser(context.Background(), browserInput(false), sandbox.BrowserOptions{Rand: rnd})
+	b, err := browser.Start(context.Background(), m, browserInput(false), browser.Options{Rand: rnd})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,21 +188,21 @@ func TestStartBrowserDesktop(t *testing.T) {
 	if b.Password != "abcdAB09" || b.Token != token {
 		t.Errorf("password %q, token %q", b.Password, b.Token)
 	}
-	port := b.HostPorts[string(sandbox.BrowserCDPPort)]
+	port := b.HostPorts[string(browser.CDPPort)]
 	if want := "ws://127.0.0.1:" + port + "/" + token + "/devtools/browser/0f1e"; b.CDP != want {
 		t.Errorf("cdp %q, want %q", b.CDP, want)
 	}
 	if b.NoVNC != "http://127.0.0.1:49999/"+token+"/vnc.html?path="+token+"/websockify" || b.Headless || b.Version != "HeadlessChrome/120.0.6099.224" {
 		t.Errorf("%+v", b)
 	}
-	for _, kv := range []string{"SBX_VNC_PASSWORD=abcdAB09", "SBX_BROWSER_TOKEN=" + token, "SBX_BROWSER_RELAY=" + sandbox.BrowserRelayPath} {
+	for _, kv := range []string{"SBX_VNC_PASSWORD=abcdAB09", "SBX_BROWSER_TOKEN=" + token, "SBX_BROWSER_RELAY=" + browser.RelayPath} {
 		if !slices.Contains(e.created.Env, kv) {
 			t.Errorf("env %v lacks %s", e.created.Env, kv)
 		}
 	}
 	relay := 0
 	for _, mt := range e.host.Mounts {
-		if mt.Target == sandbox.BrowserRelayPath {
+		if mt.Target == browser.RelayPath {
 			relay++
 			if mt.Source != m.AgentBinary || !mt.ReadOnly {
 				t.Errorf("the relay's binary is mounted as %+v", mt)
@@ -208,7 +217,7 @@ func TestStartBrowserDesktop(t *testing.T) {
 			t.Errorf("label %s carries the password or the token", k)
 		}
 	}
-	for _, p := range []nat.Port{sandbox.BrowserCDPPort, sandbox.BrowserNoVNCPort} {
+	for _, p := range []nat.Port{browser.CDPPort, browser.NoVNCPort} {
 		if bs := e.host.PortBindings[p]; len(bs) != 1 || bs[0].HostIP != "127.0.0.1" || bs[0].HostPort != "" {
 			t.Errorf("%s bound as %v", p, bs)
 		}
@@ -221,17 +230,17 @@ func TestStartBrowserDesktop(t *testing.T) {
 	}
 }
 
-func TestStartBrowserHeadless(t *testing.T) {
+func TestStartHeadless(t *testing.T) {
 	e := startable(t, http.StatusOK)
 	m := browserManager(t, e.fake)
-	b, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{})
+	b, err := browser.Start(context.Background(), m, browserInput(true), browser.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !b.Headless || b.NoVNC != "" || b.Password != "" || len(b.HostPorts) != 1 || len(b.Token) != 48 || !strings.Contains(b.CDP, "/"+b.Token+"/devtools/") {
 		t.Errorf("%+v", b)
 	}
-	if _, ok := e.host.PortBindings[sandbox.BrowserNoVNCPort]; ok {
+	if _, ok := e.host.PortBindings[browser.NoVNCPort]; ok {
 		t.Error("noVNC published in headless mode")
 	}
 	for _, kv := range e.created.Env {
@@ -241,7 +250,7 @@ func TestStartBrowserHeadless(t *testing.T) {
 	}
 }
 
-func TestStartBrowserFailures(t *testing.T) {
+func TestStartFailures(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   func(e *browserEngine)
@@ -253,11 +262,11 @@ func TestStartBrowserFailures(t *testing.T) {
 			e.state = container.State{Status: "exited", ExitCode: 64}
 		}, wantErr: "stopped (exited, exit status 64)"},
 		{name: "bound beyond loopback", status: http.StatusOK, setup: func(e *browserEngine) {
-			e.bindings[sandbox.BrowserCDPPort] = append(e.bindings[sandbox.BrowserCDPPort], nat.PortBinding{HostIP: "0.0.0.0", HostPort: "40000"})
+			e.bindings[browser.CDPPort] = append(e.bindings[browser.CDPPort], nat.PortBinding{HostIP: "0.0.0.0", HostPort: "40000"})
 		}, wantErr: `published on "0.0.0.0"`},
 		// The error is shown: it names no URL, which would carry the token.
 		{name: "refuses connections", status: http.StatusOK, setup: func(e *browserEngine) {
-			e.bindings[sandbox.BrowserCDPPort] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: closedPort(t)}}
+			e.bindings[browser.CDPPort] = []nat.PortBinding{{HostIP: "127.0.0.1", HostPort: closedPort(t)}}
 		}, wantErr: "(last try: /json/version: dial tcp 127.0.0.1:"},
 	}
 	for _, tt := range tests {
@@ -268,12 +277,12 @@ func TestStartBrowserFailures(t *testing.T) {
 				tt.setup(e)
 			}
 			start := time.Now()
-			_, err := browserManager(t, e.fake).StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{Timeout: 2 * time.Second})
-			var se *sandbox.BrowserStartError
+			_, err := browser.Start(context.Background(), browserManager(t, e.fake), browserInput(true), browser.Options{Timeout: 2 * time.Second})
+			var se *browser.StartError
 			if !errors.As(err, &se) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want a BrowserStartError with %q", err, tt.wantErr)
 			}
-			if token := createdEnv(e, sandbox.BrowserTokenEnv); token == "" || strings.Contains(err.Error(), token) {
+			if token := createdEnv(e, browser.TokenEnv); token == "" || strings.Contains(err.Error(), token) {
 				t.Errorf("token %q, err %v", token, err)
 			}
 			if errs.ExitCode(err) != errs.CodeFailure || !strings.Contains(se.Summary(), "  sbx-browser: error: SBX_VNC_PASSWORD is empty\n") {
@@ -289,15 +298,19 @@ func TestStartBrowserFailures(t *testing.T) {
 	}
 }
 
-func TestStartBrowserRefusals(t *testing.T) {
+func TestStartRefusals(t *testing.T) {
 	t.Run("existing sandbox", func(t *testing.T) {
 		e := newBrowserEngine(t, "1")
 		in := browserInput(true)
-		e.fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
-			return inspectOf(t, in, "running"), nil
+		spec, err := sandbox.BuildSpec(in)
+		if err != nil {
+			t.Fatal(err)
 		}
-		_, err := browserManager(t, e.fake).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
-		var ee *sandbox.BrowserExistsError
+		e.fake.ContainerInspectFn = func(context.Context, string) (container.InspectResponse, error) {
+			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: "running"}}, Config: spec.Container}, nil
+		}
+		_, err = browser.Start(context.Background(), browserManager(t, e.fake), in, browser.Options{})
+		var ee *browser.ExistsError
 		if !errors.As(err, &ee) || !strings.Contains(errs.Hint(err), "sbx rm -f app-123456-browser") || e.created != nil {
 			t.Errorf("err = %v (hint %q); created %v", err, errs.Hint(err), e.created != nil)
 		}
@@ -307,7 +320,7 @@ func TestStartBrowserRefusals(t *testing.T) {
 			in := browserInput(true)
 			in.Config.Network = n
 			// No call is stubbed: the refusal comes before the engine is asked anything.
-			_, err := browserManager(t, &enginetest.FakeEngine{}).StartBrowser(context.Background(), in, sandbox.BrowserOptions{})
+			_, err := browser.Start(context.Background(), browserManager(t, &enginetest.FakeEngine{}), in, browser.Options{})
 			if err == nil || !strings.Contains(err.Error(), "cannot publish ports") || !strings.Contains(errs.Hint(err), "network: bridge") {
 				t.Errorf("err = %v, hint %q", err, errs.Hint(err))
 			}
@@ -318,13 +331,14 @@ func TestStartBrowserRefusals(t *testing.T) {
 	t.Run("remote engine", func(t *testing.T) {
 		m := browserManager(t, &enginetest.FakeEngine{})
 		m.Carry = true
-		if _, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{}); err == nil || !strings.Contains(err.Error(), "cannot mount sbx's binary") {
+		if _, err := browser.Start(context.Background(), m, browserInput(true), browser.Options{}); err == nil || !strings.Contains(err.Error(), "cannot mount sbx's binary") {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("no binary", func(t *testing.T) {
-		m := fakeManager(t, &enginetest.FakeEngine{})
-		if _, err := m.StartBrowser(context.Background(), browserInput(true), sandbox.BrowserOptions{}); err == nil || !strings.Contains(err.Error(), "sbx does not know where its binary is") {
+		m := browserManager(t, &enginetest.FakeEngine{})
+		m.AgentBinary = ""
+		if _, err := browser.Start(context.Background(), m, browserInput(true), browser.Options{}); err == nil || !strings.Contains(err.Error(), "sbx does not know where its binary is") {
 			t.Errorf("err = %v", err)
 		}
 	})
@@ -341,9 +355,9 @@ func closedPort(t *testing.T) string {
 	return port
 }
 
-func TestBrowserHeadless(t *testing.T) {
+func TestHeadless(t *testing.T) {
 	for v, want := range map[string]bool{"1": true, "true": true, "yes": true, "": false, "0": false, "no": false} {
-		if got := sandbox.BrowserHeadless(map[string]string{sandbox.BrowserHeadlessEnv: v}); got != want {
+		if got := browser.Headless(map[string]string{browser.HeadlessEnv: v}); got != want {
 			t.Errorf("%q: %v", v, got)
 		}
 	}
