@@ -1000,3 +1000,85 @@ func TestAgentLongCommandStartsItsOwnShim(t *testing.T) {
 		t.Fatalf("the next command ran as %q, not on the spare %d", r.stdout, spare)
 	}
 }
+
+// The agent names a command's process (P) before the command runs, on the spare shim and on
+// a shim of its own: a command whose first act stops the agent still leaves sbx its pid, to
+// end it at its timeout (sandbox's backstop). The read deadline only fails an agent that
+// never sends P.
+func TestAgentNamesTheProcessBeforeItRuns(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own shim %v", own), func(t *testing.T) {
+			a := startHostAgent(t, 0)
+			a.spare(t)
+			stopped := filepath.Join(t.TempDir(), "stopped")
+			cmd := command("sh", "-c", `kill -STOP $PPID; echo >"$1"; sleep 60`, "sh", stopped)
+			if own {
+				cmd.Argv = append(cmd.Argv, strings.Repeat("x", shim.MaxRequest))
+			}
+			c := a.start(t, cmd)
+			agenttest.WaitFile(t, stopped, "the command's mark")
+			if st := procState(t, a.cmd.Process.Pid); st != "T" {
+				t.Fatalf("the command did not stop the agent: state %q", st)
+			}
+			_ = c.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			typ, body, err := c.next()
+			_ = c.conn.SetReadDeadline(time.Time{})
+			var p Process
+			if n, _ := fmt.Sscanf(string(body), "%d %d %d", &p.Pid, &p.Start, &p.Agent); err != nil || typ != FrameProcess || n != 3 {
+				t.Fatalf("with the agent stopped, the first frame: %q %q (%v)", typ, body, err)
+			}
+			if agenttest.ProcOf(t, "command", p.Pid).Start != strconv.Itoa(p.Start) || p.Agent != a.cmd.Process.Pid {
+				t.Fatalf("P %+v does not name the command and the agent %d", p, a.cmd.Process.Pid)
+			}
+			if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			c.Abort()
+			if r := finish(t, c); r.err != nil || r.code != 128+int(syscall.SIGTERM) {
+				t.Errorf("after CONT and K: %+v", r)
+			}
+		})
+	}
+}
+
+// The shim execs its command only once the agent says shim.Go on its report socket, and
+// drops it when the agent closes the socket instead.
+func TestShimExecsOnlyAfterGo(t *testing.T) {
+	for _, say := range []bool{false, true} {
+		t.Run(fmt.Sprintf("go %v", say), func(t *testing.T) {
+			marker := filepath.Join(t.TempDir(), "ran")
+			pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours, theirs := os.NewFile(uintptr(pair[0]), "agent"), os.NewFile(uintptr(pair[1]), "shim")
+			defer ours.Close()
+			cmd := exec.Command(agenttest.Binary(t), shim.Mode, "0", "--", "sh", "-c", `echo ran >"$1"`, "sh", marker)
+			cmd.Env, cmd.ExtraFiles = []string{shim.Marker, "PATH=/usr/bin:/bin"}, []*os.File{theirs}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			theirs.Close()
+			buf := make([]byte, 64)
+			if n, err := ours.Read(buf); err != nil || string(buf[:n]) != shim.Ready {
+				t.Fatalf("the shim said %q (%v)", buf[:n], err)
+			}
+			if say {
+				_, err = ours.Write([]byte(shim.Go))
+			} else {
+				err = ours.Close()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			werr := cmd.Wait()
+			_, serr := os.Stat(marker)
+			switch {
+			case say && (werr != nil || serr != nil):
+				t.Errorf("after Go: exit %v, the command's file: %v", werr, serr)
+			case !say && (cmd.ProcessState.ExitCode() != 127 || serr == nil):
+				t.Errorf("without Go: exit %v, the command ran: %v", werr, serr == nil)
+			}
+		})
+	}
+}

@@ -2,4 +2,4 @@
 
 package agent
 
-const version = "93cd2c91698d"
+const version = "1191a208168a"

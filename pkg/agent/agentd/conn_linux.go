@@ -445,7 +445,6 @@ func (c *conn) spawn(f []string) error {
 		return nil
 	}
 	c.job = newJob(c, c.pid, ms(timeout), ms(grace))
-	c.send(frame(agent.FrameProcess, fmt.Appendf(nil, "%d %d %d", c.pid, c.job.start, c.s.mypid)))
 	for _, fd := range mine {
 		_ = unix.SetNonblock(fd, true)
 	}
@@ -454,6 +453,16 @@ func (c *conn) spawn(f []string) error {
 	}
 	c.feed()
 	return nil
+}
+
+// announce sends the P frame for the command's process pid, which has not run yet, and
+// writes it out at once rather than from the loop: the command may stop the agent as its
+// first act.
+func (c *conn) announce(pid int) {
+	c.send(frame(agent.FrameProcess, fmt.Appendf(nil, "%d %d %d", pid, stat(pid).start, c.s.mypid)))
+	if n, err := sendSock(c.fd, c.out); err == nil {
+		c.out = shift(c.out, n)
+	}
 }
 
 func (c *conn) startTTY(mine, theirs *[]int, rows, cols uint16, argv, env []string, cwd string) error {
@@ -477,7 +486,7 @@ func (c *conn) startTTY(mine, theirs *[]int, rows, cols uint16, argv, env []stri
 		return err
 	}
 	*mine = append(*mine, dup)
-	if c.pid, err = c.s.start(argv, env, cwd, [3]int{slave, slave, slave}, true, c.reap); err != nil {
+	if c.pid, err = c.s.start(argv, env, cwd, [3]int{slave, slave, slave}, true, c.reap, c.announce); err != nil {
 		return err
 	}
 	c.master, c.stdin = master, dup
@@ -513,7 +522,7 @@ func (c *conn) startPipes(mine, theirs *[]int, argv, env []string, cwd string) e
 		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 1<<20)
 	}
 	var err error
-	if c.pid, err = c.s.start(argv, env, cwd, [3]int{(*theirs)[0], (*theirs)[1], (*theirs)[2]}, false, c.reap); err != nil {
+	if c.pid, err = c.s.start(argv, env, cwd, [3]int{(*theirs)[0], (*theirs)[1], (*theirs)[2]}, false, c.reap, c.announce); err != nil {
 		return err
 	}
 	c.stdin = (*mine)[0]

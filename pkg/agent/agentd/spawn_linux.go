@@ -119,8 +119,8 @@ var oomFiles = sync.OnceValue(func() []string {
 // started ahead, as the spare, so that a command does not wait for a Go runtime to start
 // (10 ms here, 100 ms under gVisor's ptrace platform); without one, or for a command line
 // too long for its request, it starts now. The shim reports a failed start on a descriptor
-// that the exec closes.
-func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap bool) (int, error) {
+// that the exec closes. announce gets the pid before the command runs (see started).
+func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap bool, announce func(pid int)) (int, error) {
 	s.noSpare = false // worth another try (see loop)
 	s.lastStart = s.now()
 	s.later(spareAfter, func() {}) // wakes the loop to start the next spare
@@ -134,7 +134,7 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 			})
 		}
 		if err == nil {
-			if err := s.started(sp.pid, sp.ctl, false); err != nil {
+			if err := s.started(sp.pid, sp.ctl, false, announce); err != nil {
 				return 0, err
 			}
 			return sp.pid, nil
@@ -143,8 +143,8 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 		s.logf("the spare shim %d took no request: %v", sp.pid, err)
 		s.dropSpare(sp)
 	}
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+	p, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
 		return 0, err
 	}
 	flag := "0"
@@ -163,45 +163,46 @@ func (s *server) start(argv, env []string, cwd string, fds [3]int, tty, reap boo
 		unix.Close(p[0])
 		return 0, err
 	}
-	if err := s.started(pid, p[0], true); err != nil {
+	if err := s.started(pid, p[0], true, announce); err != nil {
 		return 0, err
 	}
 	return pid, nil
 }
 
-// started reads what shim pid reports on fd, which it closes: shim.Ready first (unless the
-// caller read it), then nothing once the command's exec closed the shim's end, or why it did
+// started follows shim pid's start on fd, a SOCK_SEQPACKET socket, which it closes: it
+// reads shim.Ready (unless the caller did), calls announce, tells the shim to exec the command
+// (shim.Go), then reads nothing once the exec closed the shim's end, or why the command did
 // not start, after which the shim is reaped. A shim that ended before Ready never ran the
 // command: a Go runtime that cannot make its threads exits 2 (the pids limit is full).
-func (s *server) started(pid, fd int, ready bool) error {
+// The command runs only after announce: one that stops the agent at once (SIGSTOP) must find
+// sbx knowing its pid already, to end it at its timeout.
+func (s *server) started(pid, fd int, ready bool, announce func(pid int)) error {
 	defer unix.Close(fd)
-	var msg []byte
 	buf := make([]byte, 4096)
-	for {
+	next := func() []byte {
 		var n int
-		err := retry(func() (err error) { n, err = unix.Read(fd, buf); return err })
-		if err != nil || n == 0 {
-			break
+		if err := retry(func() (err error) { n, err = unix.Read(fd, buf); return err }); err != nil {
+			return nil
 		}
-		msg = append(msg, buf[:n]...)
+		return buf[:max(n, 0)]
 	}
-	if ready {
-		rest, ok := bytes.CutPrefix(msg, []byte(shim.Ready))
-		if !ok {
-			var ws unix.WaitStatus
-			_ = retry(func() error { _, err := unix.Wait4(pid, &ws, 0, nil); return err })
-			if ws.Signaled() {
-				return spawnError(fmt.Appendf(nil, "0\x00the agent's shim was killed (%v) before it started the command", ws.Signal()))
-			}
-			return unix.EAGAIN
+	if ready && string(next()) != shim.Ready {
+		var ws unix.WaitStatus
+		_ = retry(func() error { _, err := unix.Wait4(pid, &ws, 0, nil); return err })
+		if ws.Signaled() {
+			return spawnError(fmt.Appendf(nil, "0\x00the agent's shim was killed (%v) before it started the command", ws.Signal()))
 		}
-		msg = rest
+		return unix.EAGAIN
 	}
+	announce(pid)
+	// A shim that already failed (its report waits below) or was killed takes nothing.
+	_ = retry(func() error { return unix.Sendmsg(fd, []byte(shim.Go), nil, nil, unix.MSG_NOSIGNAL) })
+	msg := next()
 	if len(msg) == 0 {
 		return nil
 	}
 	_ = retry(func() error { _, err := unix.Wait4(pid, nil, 0, nil); return err })
-	return spawnError(msg)
+	return spawnError(bytes.Clone(msg))
 }
 
 // spare is a shim started ahead of the next command (shim.Spare), waiting on ctl.

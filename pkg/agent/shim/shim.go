@@ -23,10 +23,11 @@ const (
 	Marker     = MarkerName + "=1"
 )
 
-// Report is the descriptor the shim reports on: Ready once its runtime runs, then, when the
-// command cannot start, errno\0text (\0exec when its exec failed). The exec closes it, so
-// the agent reads an end of file after Ready when the command started, and before Ready when
-// the shim itself could not start.
+// Report is the descriptor the shim reports on, a SOCK_SEQPACKET socket: Ready once its
+// runtime runs, then, when the command cannot start, errno\0text (\0exec when its exec
+// failed). The shim execs the command only once the agent sent Go there. The exec closes it,
+// so the agent reads an end of file after Ready when the command started, and before Ready
+// when the shim itself could not start.
 const Report = 3
 
 // Spare is the argument after Mode that makes the shim a spare: started ahead of the next
@@ -36,6 +37,10 @@ const Spare = "spare"
 
 // Ready is the shim's first word on Report.
 const Ready = "ready"
+
+// Go is the agent's word on Report that lets the shim exec the command: the agent has told
+// its client the command's pid.
+const Go = "go"
 
 // MaxRequest bounds a spare's request; a longer command line starts the shim the usual way.
 const MaxRequest = 64 << 10

@@ -82,8 +82,22 @@ func start(reap bool, argv, env []string) int {
 		// the agent ends it with the command (see agentd).
 		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	}
+	if !awaitGo() {
+		return 127
+	}
 	errno := execvpe(argv[0], argv, env)
 	return report(errno, errno.Error(), true)
+}
+
+// awaitGo waits for Go on Report; false is an agent that went away, or dropped the command.
+func awaitGo() bool {
+	buf := make([]byte, len(Go)+1)
+	for {
+		n, err := syscall.Read(Report, buf)
+		if err != syscall.EINTR {
+			return err == nil && string(buf[:max(n, 0)]) == Go
+		}
+	}
 }
 
 // spare waits on Report (a SOCK_SEQPACKET socket; run said Ready there) for one request, takes
