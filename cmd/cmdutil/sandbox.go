@@ -16,6 +16,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/explain"
 	"github.com/sbx-sandbox/sbx/pkg/imagebuild"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/transfer"
 )
 
 // TestLabelEnv names the variable whose value, when set, is put on every sandbox as label
@@ -82,6 +83,7 @@ func manager(f *Factory, eng engine.Engine, ep engine.Endpoint) *sandbox.Manager
 	}
 	m.BuildProgress = progress.Show
 	m.Refill = func(name string) { refill(f, name) }
+	m.Carrier = transfer.New(m)
 	return m
 }
 

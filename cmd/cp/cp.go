@@ -19,6 +19,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/transfer"
 )
 
 // CpOptions are the inputs of "sbx cp".
@@ -187,9 +188,9 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 	if bar != nil {
 		progress = bar.update
 	}
-	var res *sandbox.CopyResult
+	var res *transfer.Result
 	if into {
-		in := sandbox.CopyInOptions{Dst: box.Path, DstIsDir: box.TrailingSlash || box.Contents,
+		in := transfer.InOptions{Dst: box.Path, DstIsDir: box.TrailingSlash || box.Contents,
 			Src: hostPath, Contents: host.Contents, FollowLink: opts.FollowLink, KeepOwner: opts.Archive}
 		if host.Stream {
 			in.Stream = opts.IO.In
@@ -197,9 +198,9 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 			bar.setTotals(hostTotals(hostPath, opts.FollowLink))
 		}
 		in.Progress = progress
-		res, err = m.CopyIn(ctx, sb, in)
+		res, err = transfer.New(m).In(ctx, sb, in)
 	} else {
-		out := sandbox.CopyOutOptions{Src: box.Path, SrcIsDir: box.TrailingSlash, Contents: box.Contents,
+		out := transfer.OutOptions{Src: box.Path, SrcIsDir: box.TrailingSlash, Contents: box.Contents,
 			FollowLink: opts.FollowLink, Dst: hostPath, Guarded: guarded, Umask: f.Umask(),
 			MaxBytes: opts.MaxBytes, MaxEntries: opts.MaxEntries, MaxDepth: opts.MaxDepth, Progress: progress}
 		if host.Stream {
@@ -208,7 +209,7 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 		if bar != nil {
 			out.Totals = bar.setTotals
 		}
-		res, err = m.CopyOut(ctx, sb, out)
+		res, err = transfer.New(m).Out(ctx, sb, out)
 	}
 	bar.finish()
 	_ = m.State.Touch(r.Name)
@@ -220,8 +221,8 @@ func cpRun(ctx context.Context, opts *CpOptions) error {
 
 // guardedDirs are the host directories r's sandbox may write to, where a copy out follows
 // no link: the project, whatever the workspace mode (a link a rw sandbox made outlives it,
-// and the mode may have been rw before), and writable binds. CopyOut adds the binds the
-// sandbox really has.
+// and the mode may have been rw before), and writable binds. transfer's Copier.Out adds the
+// binds the sandbox really has.
 func guardedDirs(r *config.Resolved) []string {
 	dirs := []string{r.ProjectRoot}
 	for _, b := range r.Config.Binds {
@@ -311,7 +312,7 @@ func notFound(err error, name string) error {
 	return errs.New(err, errs.CodeError, fmt.Sprintf("create it first with \"sbx create -n %s\", or copy with the project's sandbox (:PATH); \"sbx ls\" lists sandboxes", name))
 }
 
-func report(opts *CpOptions, name string, into bool, box archive.Location, hostPath string, res *sandbox.CopyResult) error {
+func report(opts *CpOptions, name string, into bool, box archive.Location, hostPath string, res *transfer.Result) error {
 	if hostPath != "" {
 		hostPath = filepath.Clean(hostPath)
 	}
@@ -357,8 +358,8 @@ func counts(s archive.Stats) string {
 // explainCopyError adds to a refused write what the sandbox's configuration says about the
 // place, with the setting's source, and where the copy can go instead.
 func explainCopyError(err error, r *config.Resolved, sb *sandbox.Sandbox) error {
-	var ce *sandbox.CopyError
-	if !errors.As(err, &ce) || ce.Kind != sandbox.CopyReadOnly {
+	var ce *transfer.Error
+	if !errors.As(err, &ce) || ce.Kind != transfer.ReadOnly {
 		return err
 	}
 	at := fmt.Sprintf("%s:%s", ce.Sandbox, ce.Path)

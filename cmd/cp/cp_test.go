@@ -25,6 +25,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/transfer"
 )
 
 func TestNewCmdCpFlags(t *testing.T) {
@@ -153,7 +154,7 @@ func TestExplainReadOnly(t *testing.T) {
 	ro := &sandbox.Sandbox{Name: "box", Labels: map[string]string{sandbox.LabelWorkspace: "ro"}}
 	rw := &sandbox.Sandbox{Name: "box", Labels: map[string]string{sandbox.LabelWorkspace: "rw"}}
 	roErr := func(mount string) error {
-		return &sandbox.CopyError{Kind: sandbox.CopyReadOnly, Sandbox: "box", Path: "/x", Mount: mount}
+		return &transfer.Error{Kind: transfer.ReadOnly, Sandbox: "box", Path: "/x", Mount: mount}
 	}
 	for _, tt := range []struct {
 		name         string
@@ -170,7 +171,7 @@ func TestExplainReadOnly(t *testing.T) {
 		{name: "read-only root", file: "workspace: rw\n", sb: rw, err: roErr("/"),
 			want:   []string{"root file system is read-only (readOnlyRoot: true, from default)"},
 			wantHi: []string{"/tmp", "/workspace"}},
-		{name: "other errors pass through", file: "", sb: rw, err: &sandbox.CopyError{Kind: sandbox.CopyMissing, Sandbox: "box", Path: "/x"},
+		{name: "other errors pass through", file: "", sb: rw, err: &transfer.Error{Kind: transfer.Missing, Sandbox: "box", Path: "/x"},
 			want: []string{"box:/x does not exist"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,7 +187,7 @@ func TestExplainReadOnly(t *testing.T) {
 					t.Errorf("hint %q lacks %q", errs.Hint(err), w)
 				}
 			}
-			if tt.err.(*sandbox.CopyError).Kind == sandbox.CopyReadOnly && errs.ExitCode(err) != errs.CodeError {
+			if tt.err.(*transfer.Error).Kind == transfer.ReadOnly && errs.ExitCode(err) != errs.CodeError {
 				t.Errorf("exit %d", errs.ExitCode(err))
 			}
 		})
@@ -196,7 +197,7 @@ func TestExplainReadOnly(t *testing.T) {
 func TestReportJSONAndSummary(t *testing.T) {
 	ios, _, out, errOut := iostreams.Test()
 	opts := &CpOptions{IO: ios, JSON: true}
-	res := &sandbox.CopyResult{Stats: archive.Stats{Files: 2000, Dirs: 3, Bytes: 5 << 20}, Duration: 1500 * time.Millisecond}
+	res := &transfer.Result{Stats: archive.Stats{Files: 2000, Dirs: 3, Bytes: 5 << 20}, Duration: 1500 * time.Millisecond}
 	box := archive.Location{Sandbox: "box", Path: "/tmp/t"}
 	if err := report(opts, "box", false, box, "", res); err != nil {
 		t.Fatal(err)

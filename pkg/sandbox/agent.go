@@ -70,7 +70,7 @@ func (m *Manager) agentDir(name string, cfg config.Config) string {
 		m.debugf("sandbox %q gets no agent: %s", name, why)
 		return ""
 	}
-	return m.State.agentDir(name)
+	return m.State.DirIn(AreaAgent, name)
 }
 
 // noAgentReason is why a new sandbox with cfg gets no agent, or "" when it gets one: the one
@@ -163,17 +163,18 @@ func (m *Manager) agentDirOf(sb *Sandbox) string {
 	if m.State == nil || sb.Labels[LabelAgent] == "" || config.ValidName(sb.key()) != nil {
 		return ""
 	}
-	return m.State.agentDir(sb.key())
+	return m.State.DirIn(AreaAgent, sb.key())
 }
 
-// errNoAgent means the command must go through the engine's exec.
-var errNoAgent = errors.New("no agent")
+// ErrNoAgent means the command must go through the engine's exec: an Exec with StrictStdin
+// fails with it, before anything was sent, when the sandbox's agent does not answer.
+var ErrNoAgent = errors.New("no agent")
 
-// noAgent is errNoAgent with the reason, for --debug.
+// noAgent is ErrNoAgent with the reason, for --debug.
 type noAgent struct{ reason string }
 
 func (e *noAgent) Error() string        { return e.reason }
-func (e *noAgent) Is(target error) bool { return target == errNoAgent }
+func (e *noAgent) Is(target error) bool { return target == ErrNoAgent }
 
 func noAgentf(format string, a ...any) error { return &noAgent{reason: fmt.Sprintf(format, a...)} }
 
@@ -194,7 +195,7 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 	// A stream that ends early must not look complete; a command that owns its stdin (-i)
 	// has no watchdog to see the client go.
 	switch {
-	case opts.strictStdin:
+	case opts.StrictStdin:
 		req.Strict = agent.StrictStdin
 	case opts.Interactive && opts.Launcher == "":
 		req.Strict = agent.StrictExit
@@ -214,7 +215,7 @@ func agentRequest(opts ExecOptions, cmd []string, size *[2]uint) agent.Request {
 }
 
 // agentReady returns nil when sandbox sb runs this sbx's agent, else an error that is
-// errNoAgent, saying why.
+// ErrNoAgent, saying why.
 func (m *Manager) agentReady(sb *Sandbox) error {
 	switch v := sb.Labels[LabelAgent]; {
 	case v == "":
@@ -238,7 +239,7 @@ type agentStream struct {
 	sb *Sandbox
 }
 
-// startAgent starts cmd through sandbox sb's agent, or returns an error that is errNoAgent,
+// startAgent starts cmd through sandbox sb's agent, or returns an error that is ErrNoAgent,
 // saying why, when it has none that answers.
 func (m *Manager) startAgent(ctx context.Context, sb *Sandbox, opts ExecOptions, cmd []string, size *[2]uint) (*agentStream, error) {
 	if err := m.agentReady(sb); err != nil {
@@ -394,7 +395,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox) (*agentStart,
 	if err := prepareAgentDir(sb.Name, dir, ownSocket); err != nil {
 		return nil, err
 	}
-	lock, err := flock.Open(ctx, m.State.agentLock(sb.key()), true, true)
+	lock, err := flock.Open(ctx, m.State.LockIn(AreaAgent, sb.key()), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

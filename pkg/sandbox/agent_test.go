@@ -27,7 +27,7 @@ func TestAgentRequest(t *testing.T) {
 		timeout, grace time.Duration
 	}{
 		{"plain", ExecOptions{Timeout: time.Second}, nil, agent.StrictNone, true, time.Second, KillGrace},
-		{"a stream in", ExecOptions{strictStdin: true, Interactive: true}, nil, agent.StrictStdin, true, 0, KillGrace},
+		{"a stream in", ExecOptions{StrictStdin: true, Interactive: true}, nil, agent.StrictStdin, true, 0, KillGrace},
 		{"-i", ExecOptions{Interactive: true, TTY: true}, &[2]uint{24, 80}, agent.StrictExit, true, 0, KillGrace},
 		{"detached", ExecOptions{Launcher: "proc_launch.sh", Interactive: true, Timeout: time.Second}, nil, agent.StrictNone, false, 0, KillGrace},
 		{"an outliving script", ExecOptions{Outlive: true, Timeout: time.Second, grace: time.Millisecond}, nil, agent.StrictNone, false, time.Second, time.Millisecond},

@@ -37,7 +37,7 @@ func (m *Manager) caDirFor(in SpecInput) (string, error) {
 	if m.State == nil {
 		return "", errs.Failure(fmt.Errorf("sandbox %q: caCerts needs sbx's state directory to keep the CA bundle in", in.Name), "")
 	}
-	return m.State.caDir(in.Name), nil
+	return m.State.DirIn(AreaCA, in.Name), nil
 }
 
 // prepareCADir makes in's bundle directory and takes its lock, which the caller holds until
@@ -50,7 +50,7 @@ func (m *Manager) prepareCADir(ctx context.Context, in SpecInput) (*os.File, err
 	if err := mountDir(in.CADir, 0o755); err != nil {
 		return nil, errs.Failure(fmt.Errorf("sandbox %q: making the directory of its CA bundle: %w", in.Name, err), "")
 	}
-	lock, err := flock.Open(ctx, m.State.caLock(in.Name), true, true)
+	lock, err := flock.Open(ctx, m.State.LockIn(AreaCA, in.Name), true, true)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -157,12 +157,12 @@ func (m *Manager) checkCABundle(ctx context.Context, sb *Sandbox) error {
 	if m.State == nil || !sb.hasCACerts() || config.ValidName(sb.Name) != nil {
 		return nil
 	}
-	if lock, err := flock.Open(ctx, m.State.caLock(sb.Name), false, true); err == nil {
+	if lock, err := flock.Open(ctx, m.State.LockIn(AreaCA, sb.Name), false, true); err == nil {
 		lock.Close() // only waited for: the bundle is written once
 	} else if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	bundle := filepath.Join(m.State.caDir(sb.Name), cacerts.BundleName)
+	bundle := filepath.Join(m.State.DirIn(AreaCA, sb.Name), cacerts.BundleName)
 	if fi, err := os.Lstat(bundle); err != nil || !fi.Mode().IsRegular() {
 		return errs.Failure(fmt.Errorf("sandbox %q: its CA bundle %s is missing", sb.Name, bundle),
 			fmt.Sprintf("recreate it with: sbx create -n %s --replace", sb.Name))

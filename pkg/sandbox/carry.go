@@ -18,8 +18,8 @@ import (
 
 // A carried workspace: on a remote engine the project's path is not there to bind (or,
 // worse, is some other directory of the same name), so a ro or rw workspace is a copy of the
-// project in the sandbox's volume, sent through the sandbox at create (the copy path of
-// copy.go) without what workspaceExclude leaves out. Nothing the sandbox writes reaches the
+// project in the sandbox's volume, sent through the sandbox at create (m.Carrier,
+// pkg/transfer) without what workspaceExclude leaves out. Nothing the sandbox writes reaches the
 // host but through sbx apply; sbx sync sends later host changes.
 
 const (
@@ -55,6 +55,23 @@ func CarriageOf(sb *Sandbox) string {
 	return Carriage(sb.Labels[LabelWorkspace], sb.Labels[LabelCarry] != "")
 }
 
+// Carrier moves a carried workspace between the host and a running sandbox: pkg/transfer's
+// Copier, which the core cannot import (it is built on the core's Exec).
+type Carrier interface {
+	// SendTar unpacks the tar stream r into the existing directory dir of sb.
+	SendTar(ctx context.Context, sb *Sandbox, dir string, r io.Reader) error
+	// FetchDir copies what sb's directory dir holds into the host directory dst.
+	FetchDir(ctx context.Context, sb *Sandbox, dir, dst string) error
+}
+
+// carrier is m.Carrier; a Manager made without one cannot carry a workspace.
+func (m *Manager) carrier(name string) (Carrier, error) {
+	if m.Carrier == nil {
+		return nil, errs.Failure(fmt.Errorf("sandbox %q has a carried workspace, and this sbx has no copier for it", name), "")
+	}
+	return m.Carrier, nil
+}
+
 // carries says whether a new sandbox with a workspace of mode gets a carried copy.
 func (m *Manager) carries(mode string) bool {
 	return m.Carry && (mode == config.WorkspaceRO || mode == config.WorkspaceRW)
@@ -65,7 +82,7 @@ func (m *Manager) NewCarriage(mode string) string { return Carriage(mode, m.carr
 
 // carriedLayers are the layers' directory of sandbox name's carried workspace of project root.
 func (m *Manager) carriedLayers(name, root string) overlay.Layers {
-	return overlay.Layers{Lower: root, Dir: m.State.overlayDir(name), Carried: true}
+	return overlay.Layers{Lower: root, Dir: m.State.DirIn(AreaOverlay, name), Carried: true}
 }
 
 // carryIn sends the project into the new sandbox sb and records what it sent.
@@ -91,24 +108,28 @@ func (m *Manager) send(ctx context.Context, sb *Sandbox, l overlay.Layers, patte
 		return nil, errs.Failure(fmt.Errorf("workspaceExclude: %w", err), "fix the pattern in your config")
 	}
 	exclude.Only = only
-	pr, pw := io.Pipe()
-	sent := make(chan *overlay.Carried, 1)
-	go func() {
-		c, err := overlay.Carry(l, exclude, pw)
-		sent <- c
-		pw.CloseWithError(err)
-	}()
-	_, err = m.CopyIn(ctx, sb, CopyInOptions{Dst: WorkspacePath, DstIsDir: true, Stream: pr})
-	// A copy that failed early leaves the walk blocked on the pipe: this ends it.
-	_ = pr.CloseWithError(io.ErrClosedPipe)
-	c := <-sent
+	c, err := m.carrier(sb.Name)
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
+	pr, pw := io.Pipe()
+	sent := make(chan *overlay.Carried, 1)
+	go func() {
+		carried, err := overlay.Carry(l, exclude, pw)
+		sent <- carried
+		pw.CloseWithError(err)
+	}()
+	err = c.SendTar(ctx, sb, WorkspacePath, pr)
+	// A copy that failed early leaves the walk blocked on the pipe: this ends it.
+	_ = pr.CloseWithError(io.ErrClosedPipe)
+	carried := <-sent
+	if err != nil {
+		return nil, err
+	}
+	if carried == nil {
 		return nil, fmt.Errorf("the project could not be read")
 	}
-	return c, nil
+	return carried, nil
 }
 
 // fetchCarried brings running sandbox sb's workspace back as the upper layer of its carried
@@ -122,6 +143,10 @@ func (m *Manager) fetchCarried(ctx context.Context, sb *Sandbox) (overlay.Layers
 		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q is %s, and its carried workspace is read through it", sb.Name, sb.Status),
 			fmt.Sprintf("start it (sbx exec -n %s -- true), then try again", sb.Name))
 	}
+	c, err := m.carrier(sb.Name)
+	if err != nil {
+		return overlay.Layers{}, err
+	}
 	l := m.carriedLayers(sb.Name, root)
 	if err := m.State.remove(l.Upper()); err != nil {
 		return overlay.Layers{}, err
@@ -129,7 +154,7 @@ func (m *Manager) fetchCarried(ctx context.Context, sb *Sandbox) (overlay.Layers
 	if err := os.MkdirAll(l.Upper(), 0o700); err != nil {
 		return overlay.Layers{}, err
 	}
-	if _, err := m.CopyOut(ctx, sb, CopyOutOptions{Src: WorkspacePath, SrcIsDir: true, Contents: true, Dst: l.Upper()}); err != nil {
+	if err := c.FetchDir(ctx, sb, WorkspacePath, l.Upper()); err != nil {
 		return overlay.Layers{}, fmt.Errorf("reading the workspace of sandbox %q: %w", sb.Name, err)
 	}
 	return l, nil
@@ -156,7 +181,7 @@ func (m *Manager) Sync(ctx context.Context, name string, patterns []string) (*Sy
 		return nil, errs.Failure(fmt.Errorf("sandbox %q sees the project itself (workspace %s): there is nothing to sync", name, sb.Labels[LabelWorkspace]),
 			"sbx sync is for a workspace carried to a remote engine")
 	}
-	lock, err := flock.Open(ctx, m.State.overlayLock(name), true, true)
+	lock, err := flock.Open(ctx, m.State.LockIn(AreaOverlay, name), true, true)
 	if err != nil {
 		return nil, err
 	}

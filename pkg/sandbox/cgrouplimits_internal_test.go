@@ -104,7 +104,7 @@ func TestStartStopsASandboxWhoseCgroupLacksItsLimits(t *testing.T) {
 		if accepted {
 			sb.Labels[LabelUnenforcedLimits] = "accepted"
 		}
-		fakeLimitsAgent(t, state.agentDir("app"), "memory=max\npids=256\n")
+		fakeLimitsAgent(t, state.DirIn(AreaAgent, "app"), "memory=max\npids=256\n")
 		err := m.checkCgroupLimits(context.Background(), sb, nil)
 		if accepted {
 			if err != nil || stopped != 0 || !strings.Contains(warn.String(), "memory (asked 1073741824 bytes, the cgroup has none)") {
@@ -136,7 +136,7 @@ func TestCgroupLimitsHostileAnswer(t *testing.T) {
 		m := &Manager{Engine: fake, State: state, Debug: &debug,
 			engineFacts: &engineFacts{kind: engine.Kind{Product: engine.ProductDocker}}}
 		sb := &Sandbox{Name: "app", Key: "app", ID: "c1", Labels: map[string]string{LabelAgent: agent.Version()}}
-		fakeLimitsAgent(t, state.agentDir("app"), answer)
+		fakeLimitsAgent(t, state.DirIn(AreaAgent, "app"), answer)
 		host := &container.HostConfig{Resources: container.Resources{Memory: 1 << 30, PidsLimit: &pids}}
 		if err := m.checkCgroupLimits(context.Background(), sb, host); err != nil || stopped != 0 ||
 			!strings.Contains(debug.String(), "did not tell its cgroup's limits") || strings.Contains(debug.String(), "\x1b") {

@@ -13,7 +13,6 @@
 //
 //   - exec and the agent path: exec.go (Manager.Exec, the engine's exec), agent.go (the
 //     agent's directory, sockets and start), warm.go (the warm path), gvisor*.go;
-//   - copies (sbx cp): copy.go, with the tar streams of pkg/archive;
 //   - network and egress wiring: network.go, egress.go (the proxy container, its network or
 //     socket: egressOverSocket), egressrules.go (sbx egress allow|deny); the rules, the
 //     decision and the proxy itself are pkg/egress;
@@ -26,10 +25,12 @@
 //   - admission (leases, maxRunning, eviction) and idle stop: admission.go, idle.go, with the
 //     locks of internal/flock.
 //
-// Background processes and shell sessions (sbx exec -d, ps, logs, kill, sh), snippets (sbx
-// run) and resource use (sbx stats) have left for pkg/proc, pkg/snippet and pkg/stats, which
-// need of this package only Manager.Exec (an Execer) and the engine; the browser has left
-// for pkg/browser, which needs Manager.StartNew. The integration tests of all of them make
+// Background processes and shell sessions (sbx exec -d, ps, logs, kill, sh), copies (sbx cp),
+// snippets (sbx run) and resource use (sbx stats) have left for pkg/proc, pkg/transfer,
+// pkg/snippet and pkg/stats, which need of this package only Manager.Exec (an Execer) and the
+// engine; the browser has left for pkg/browser, which needs Manager.StartNew. Where the core
+// needs a capability it declares the interface and is given the implementation: a carried
+// workspace goes in and out through Manager.Carrier (carry.go), pkg/transfer's Copier. The integration tests of all of them make
 // their sandboxes with pkg/sandbox/sandboxtest. The other capabilities still reach into the
 // core's unexported methods, and the core into some of them (a start checks
 // egress and the CA bundle); they move out one at a time, each behind the narrow interface

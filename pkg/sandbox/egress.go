@@ -84,17 +84,14 @@ func EgressNetworkName(name string) string { return "sbx-" + name + "-egress" }
 // name ("sbx-" + a name), and a suffix could (a sandbox may be called NAME-proxy).
 func ProxyName(name string) string { return "sbx_proxy-" + name }
 
-// EgressDir is the directory of sandbox name's rules file and log.
-func (s *StateStore) EgressDir(name string) string { return filepath.Join(s.Dir, "egress", name) }
-
 // egressSocketDir is the directory of sandbox name's proxy socket on the host.
 func (s *StateStore) egressSocketDir(name string) string {
-	return filepath.Join(s.EgressDir(name), egressSocketSubdir)
+	return filepath.Join(s.DirIn(AreaEgress, name), egressSocketSubdir)
 }
 
 // egressRules is the path of sandbox name's rules file on the host.
 func (s *StateStore) egressRules(name string) string {
-	return filepath.Join(s.EgressDir(name), egressRulesDir, EgressRulesFile)
+	return filepath.Join(s.DirIn(AreaEgress, name), egressRulesDir, EgressRulesFile)
 }
 
 // egressAddrs are the proxy's and the sandbox's addresses in an egress subnet.
@@ -471,7 +468,7 @@ func (m *Manager) createEgress(ctx context.Context, in *SpecInput) error {
 			return err
 		}
 	}
-	dir := m.State.EgressDir(in.Name)
+	dir := m.State.DirIn(AreaEgress, in.Name)
 	uid, gid := proxyUser()
 	err = mountDir(dir, 0o700)
 	if err == nil && os.Getuid() == 0 {
@@ -561,23 +558,24 @@ func (m *Manager) startProxy(ctx context.Context, name string) error {
 		}
 		return nil
 	}
-	ready := filepath.Join(m.State.EgressDir(name), proxyReady)
+	ready := filepath.Join(m.State.DirIn(AreaEgress, name), proxyReady)
 	if err := os.Remove(ready); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return errs.Failure(fmt.Errorf("sandbox %q: clearing its proxy's ready file: %w", name, err), "")
 	}
 	if err := m.Engine.ContainerStart(ctx, info.ID, container.StartOptions{}); err != nil {
 		return errs.Engine(fmt.Sprintf("starting the egress proxy of sandbox %q", name), err)
 	}
-	deadline := time.Now().Add(proxyReadyWait)
+	expired, stop := expiry(proxyReadyWait)
+	defer stop()
 	for i := 0; ; i++ {
 		if _, err := os.Stat(ready); err == nil {
 			return nil
 		}
-		if i%20 == 19 || time.Now().After(deadline) {
+		if late := expired(); i%20 == 19 || late {
 			if info, err := m.Engine.ContainerInspect(ctx, info.ID); err == nil && info.State != nil && !info.State.Running {
 				return m.proxyFailure(ctx, info.ID, fmt.Errorf("sandbox %q: its egress proxy exited (code %d) before it listened", name, info.State.ExitCode))
 			}
-			if time.Now().After(deadline) {
+			if late {
 				return m.proxyFailure(ctx, info.ID, fmt.Errorf("sandbox %q: its egress proxy did not listen within %s", name, proxyReadyWait))
 			}
 		}
@@ -643,7 +641,7 @@ func (m *Manager) removeEgress(ctx context.Context, name string, forget bool) er
 	if !forget || m.State == nil {
 		return nil
 	}
-	if err := m.State.remove(m.State.EgressDir(name)); err != nil {
+	if err := m.State.remove(m.State.DirIn(AreaEgress, name)); err != nil {
 		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its egress directory: %w", name, err),
 			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
 	}

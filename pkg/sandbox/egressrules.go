@@ -18,15 +18,9 @@ import (
 // A sandbox's rules file at runtime: what "sbx egress allow|deny" changes, and what explain
 // shows of it beside the config's rules.
 
-// egressLock is held while a rules file is rewritten (ChangeEgress) or a left-behind
-// egress directory removed (prune).
-func (s *StateStore) egressLock(name string) string {
-	return filepath.Join(s.Dir, "egress", "."+name+".lock")
-}
-
 // EgressLogPath is sandbox name's decision log, which its proxy writes.
 func (s *StateStore) EgressLogPath(name string) string {
-	return filepath.Join(s.EgressDir(name), EgressLogFile)
+	return filepath.Join(s.DirIn(AreaEgress, name), EgressLogFile)
 }
 
 // ReadEgressRules reads sandbox name's rules file. The proxy, which handles the sandbox's
@@ -93,7 +87,7 @@ func (m *Manager) ChangeEgress(ctx context.Context, name string, allow bool, des
 		return EgressRuntime{}, errs.New(fmt.Errorf("sandbox %q has no egress rules, so no proxy: its network setting alone decides what it reaches", name), errs.CodeError,
 			fmt.Sprintf("set egress: (with network: none) in its config and recreate it: sbx create -n %s --replace", name))
 	}
-	lock, err := flock.Open(ctx, m.State.egressLock(name), true, true)
+	lock, err := flock.Open(ctx, m.State.LockIn(AreaEgress, name), true, true)
 	if err != nil {
 		return EgressRuntime{}, errs.Failure(fmt.Errorf("sandbox %q: locking its egress rules: %w", name, err), "")
 	}
@@ -137,8 +131,9 @@ const reloadWait = 5 * time.Second
 // waitReload waits until the proxy logs a reload after mark (in whichever file rotation left it), so that when "sbx egress
 // allow" returns, the change is in effect; a reload that refused the file is an error.
 func (m *Manager) waitReload(ctx context.Context, name, logPath string, mark egress.LogMark) error {
-	deadline := time.Now().Add(reloadWait)
-	for time.Now().Before(deadline) {
+	expired, stop := expiry(reloadWait)
+	defer stop()
+	for !expired() {
 		e, ok := egress.FindSince(logPath, mark, func(e egress.Entry) bool { return e.Event == "reload" })
 		switch {
 		case ok && e.Error != "":

@@ -36,7 +36,7 @@ func rootfulPodman(e *egressEngine) {
 // listens there, on the outward network alone. No egress network is made.
 func TestRootfulPodmanEgressGoesThroughASocket(t *testing.T) {
 	var m *sandbox.Manager
-	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
+	e := newEgressEngine(t, func() string { return m.State.DirIn(sandbox.AreaEgress, "app-123456") })
 	rootfulPodman(e)
 	m = fakeManager(t, e.FakeEngine)
 	m.HostPaths, m.Agents, m.AgentBinary = true, true, sandboxtest.StaticBinary(t)
@@ -55,10 +55,10 @@ func TestRootfulPodmanEgressGoesThroughASocket(t *testing.T) {
 	if sb.HostConfig == nil || sb.HostConfig.NetworkMode != "none" {
 		t.Fatalf("the sandbox's network: %+v", sb.HostConfig)
 	}
-	socketDir := m.State.EgressDir("app-123456") + "/socket"
+	socketDir := m.State.DirIn(sandbox.AreaEgress, "app-123456") + "/socket"
 	if !slices.ContainsFunc(sb.HostConfig.Mounts, func(mt mount.Mount) bool {
 		return mt.Source == socketDir && mt.Target == sandbox.EgressSocketMountPath && mt.ReadOnly
-	}) || slices.ContainsFunc(sb.HostConfig.Mounts, func(mt mount.Mount) bool { return mt.Source == m.State.EgressDir("app-123456") }) {
+	}) || slices.ContainsFunc(sb.HostConfig.Mounts, func(mt mount.Mount) bool { return mt.Source == m.State.DirIn(sandbox.AreaEgress, "app-123456") }) {
 		t.Errorf("the sandbox sees %s read-only and nothing else of its egress directory: %+v", socketDir, sb.HostConfig.Mounts)
 	}
 	forward := agent.Forward + sandbox.ProxyLoopback + "=" + sandbox.EgressSocketMountPath + "/" + sandbox.ProxySocket
@@ -76,7 +76,7 @@ func TestRootfulPodmanEgressGoesThroughASocket(t *testing.T) {
 // build, which runs the image's own programs, too.
 func TestRootfulPodmanEgressNeedsTheAgent(t *testing.T) {
 	var m *sandbox.Manager
-	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
+	e := newEgressEngine(t, func() string { return m.State.DirIn(sandbox.AreaEgress, "app-123456") })
 	rootfulPodman(e)
 	m = fakeManager(t, e.FakeEngine)
 	m.HostPaths = true

@@ -97,10 +97,10 @@ type ExecOptions struct {
 	// parameters from Stdin and keeps the command's timeout itself. pkg/proc owns the one
 	// such script.
 	Launcher string
-	// strictStdin makes Stdin complete only when it ends without error: a read error, or
+	// StrictStdin makes Stdin complete only when it ends without error: a read error, or
 	// sbx going away, terminates the command's process group instead of ending its input. Only
-	// the agent can tell these apart; without one, Exec fails with errNoAgent.
-	strictStdin bool
+	// the agent can tell these apart; without one, Exec fails with ErrNoAgent.
+	StrictStdin bool
 	// Outlive marks one of sbx's scripts that starts processes meant to outlive the exec (a
 	// shell session's shell, pkg/proc): the agent neither adopts nor ends them with the
 	// command.
@@ -155,7 +155,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 	id := ""
 	wrapped := func() []string {
 		if id == "" {
-			id = newExecID()
+			id = RandomID()
 		}
 		return append(sb.Script(execWrapper, "sbx-exec", id, strconv.Itoa(ticks), strconv.Itoa(int(KillGrace/tick)), ctl, watch), opts.Cmd...)
 	}
@@ -184,7 +184,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 
 	if (opts.Interactive || opts.Launcher != "") && opts.Stdin != nil {
 		go func() {
-			if _, err := io.Copy(st, opts.Stdin); err != nil && opts.strictStdin {
+			if _, err := io.Copy(st, opts.Stdin); err != nil && opts.StrictStdin {
 				st.abortStdin()
 				return
 			}
@@ -294,7 +294,7 @@ func (m *Manager) Exec(ctx context.Context, sb *Sandbox, opts ExecOptions) (*Exe
 type cmdStream interface {
 	io.Writer // the command's stdin
 	closeStdin() error
-	// abortStdin terminates the command because its stdin failed (strictStdin).
+	// abortStdin terminates the command because its stdin failed (StrictStdin).
 	abortStdin()
 	resize(h, w uint)
 	// copyOutput copies the command's output until it ends.
@@ -355,7 +355,7 @@ func (m *Manager) startCommand(ctx context.Context, sb *Sandbox, opts ExecOption
 	if err == nil {
 		return st, nil
 	}
-	if !errors.Is(err, errNoAgent) || opts.strictStdin {
+	if !errors.Is(err, ErrNoAgent) || opts.StrictStdin {
 		return nil, err
 	}
 	m.debugf("command through the engine's exec: %v", err)
@@ -690,7 +690,9 @@ func (m *Manager) execErr(ctx context.Context, sb *Sandbox, err error) error {
 	return errs.Engine(fmt.Sprintf("running a command in sandbox %q", sb.Name), err)
 }
 
-func newExecID() string {
+// RandomID is 16 random hex digits, which a sandbox cannot guess: the names of execs, of
+// copies' staging and of snippets' runs.
+func RandomID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)

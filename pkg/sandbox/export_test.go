@@ -14,9 +14,6 @@ func (m *Manager) ClaimPooled(ctx context.Context, in SpecInput) (*Sandbox, erro
 // RecordStart records sb's start as finishAgent does once its agent took the socket.
 func (m *Manager) RecordStart(sb *Sandbox) { m.recordStart(sb) }
 
-// AgentDir is the directory of sandbox name's agent socket.
-func (s *StateStore) AgentDir(name string) string { return s.agentDir(name) }
-
 // WriteClaim records that sandbox name is rec's pooled container, as a claim does.
 func (s *StateStore) WriteClaim(name, id, pooled string) error {
 	return s.writeClaim(name, claimRecord{ID: id, Pooled: pooled})

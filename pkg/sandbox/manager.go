@@ -64,6 +64,9 @@ type Manager struct {
 	// Carry copies a ro or rw workspace into the sandbox instead of binding the project: the
 	// engine is remote (engine.Remote), so the project's path is not there (carry.go).
 	Carry bool
+	// Carrier copies a carried workspace in and out (pkg/transfer); without one, creating or
+	// reviewing a carried workspace fails.
+	Carrier Carrier
 	// HomeDir is the user's home, where git config paths written ~/ start.
 	HomeDir string
 	// Warn receives warnings for stderr, which quiet does not silence.
@@ -455,6 +458,13 @@ func (m *Manager) recreateIdle(sb *Sandbox, keys []string, opts EnsureOptions) b
 	return true
 }
 
+// expiry bounds a wait: expired turns true d from now, without reading the clock here;
+// stop frees its timer.
+func expiry(d time.Duration) (expired func() bool, stop func()) {
+	wait, cancel := context.WithTimeout(context.Background(), d)
+	return func() bool { return wait.Err() != nil }, cancel
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -537,7 +547,7 @@ func (m *Manager) create(ctx context.Context, in SpecInput) (*Sandbox, error) {
 		in.AgentBinary = m.AgentBinary
 	}
 	if in.Config.Workspace == config.WorkspaceOverlay {
-		in.OverlayDir = m.State.overlayDir(in.Name)
+		in.OverlayDir = m.State.DirIn(AreaOverlay, in.Name)
 	}
 	if in.CADir, err = m.caDirFor(in); err != nil {
 		return nil, err
@@ -864,7 +874,7 @@ func (m *Manager) removeContainer(ctx context.Context, sb *Sandbox, forget bool)
 		}
 	}
 	if sb.Labels[LabelCarry] != "" {
-		if err := m.State.remove(m.State.overlayDir(sb.Name)); err != nil {
+		if err := m.State.remove(m.State.DirIn(AreaOverlay, sb.Name)); err != nil {
 			return fmt.Errorf("sandbox %q was removed, but not the record of its carried workspace: %w", sb.Name, err)
 		}
 	}
@@ -891,15 +901,15 @@ func (m *Manager) forgetState(name string, agent bool) error {
 	_ = m.State.remove(m.State.claimPath(name))
 	_ = m.State.remove(m.State.startedPath(name))
 	if agent {
-		_ = m.State.remove(m.State.agentLock(name))
-		if err := m.State.remove(m.State.agentDir(name)); err != nil {
+		_ = m.State.remove(m.State.LockIn(AreaAgent, name))
+		if err := m.State.remove(m.State.DirIn(AreaAgent, name)); err != nil {
 			return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its agent directory: %w", name, err),
 				"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go (as root if another user owns what is in it)")
 		}
 	}
 	// Its path follows from the name alone, so it goes whatever the labels say.
-	_ = m.State.remove(m.State.caLock(name))
-	if err := m.State.remove(m.State.caDir(name)); err != nil {
+	_ = m.State.remove(m.State.LockIn(AreaCA, name))
+	if err := m.State.remove(m.State.DirIn(AreaCA, name)); err != nil {
 		return errs.Failure(fmt.Errorf("sandbox %q was removed, but not its CA directory: %w", name, err),
 			"sbx removes nothing outside its state directory; look at that path, and remove it yourself if it should go")
 	}

@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/api/types/volume"
@@ -887,7 +888,7 @@ func newEgressEngine(t *testing.T, readyDir func() string) *egressEngine {
 // ensureEgress makes sandbox app-123456 with egress: [@debian] on an egressEngine.
 func ensureEgress(t *testing.T) (*sandbox.Manager, *egressEngine) {
 	var m *sandbox.Manager
-	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
+	e := newEgressEngine(t, func() string { return m.State.DirIn(sandbox.AreaEgress, "app-123456") })
 	m = fakeManager(t, e.FakeEngine)
 	in := specInput()
 	in.Config.Egress = []string{"@debian"}
@@ -911,14 +912,14 @@ func TestEnsureWithEgress(t *testing.T) {
 	}
 	proxy := e.containers["sbx_proxy-app-123456"]
 	if proxy.Config.Labels[sandbox.LabelRole] != "egress-proxy" || proxy.Config.Labels[sandbox.LabelName] != "app-123456" ||
-		!slices.Contains(proxy.Config.Cmd, "10.213.0.34:3128") || proxy.HostConfig.Mounts[1].VolumeOptions.DriverConfig.Options["device"] != m.State.EgressDir("app-123456") {
+		!slices.Contains(proxy.Config.Cmd, "10.213.0.34:3128") || proxy.HostConfig.Mounts[1].VolumeOptions.DriverConfig.Options["device"] != m.State.DirIn(sandbox.AreaEgress, "app-123456") {
 		t.Errorf("proxy %+v %+v", proxy.Config, proxy.HostConfig.Mounts)
 	}
 	sb := e.containers["sbx-app-123456"]
 	if string(sb.HostConfig.NetworkMode) != "sbx-app-123456-egress" || !slices.Contains(sb.Config.Env, "HTTPS_PROXY=http://10.213.0.34:3128") {
 		t.Errorf("sandbox on %s with env %q", sb.HostConfig.NetworkMode, sb.Config.Env)
 	}
-	data, err := os.ReadFile(filepath.Join(m.State.EgressDir("app-123456"), "rules", "rules.json"))
+	data, err := os.ReadFile(filepath.Join(m.State.DirIn(sandbox.AreaEgress, "app-123456"), "rules", "rules.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -945,7 +946,7 @@ func TestEnsureWithEgress(t *testing.T) {
 	if want := []string{"rm sbx-app-123456", "rm sbx_proxy-app-123456", "rm network sbx-app-123456-egress"}; !slices.Equal(e.calls, want) {
 		t.Errorf("rm: %q, want %q", e.calls, want)
 	}
-	if _, err := os.Stat(m.State.EgressDir("app-123456")); !os.IsNotExist(err) {
+	if _, err := os.Stat(m.State.DirIn(sandbox.AreaEgress, "app-123456")); !os.IsNotExist(err) {
 		t.Errorf("egress directory left: %v", err)
 	}
 }
@@ -1036,7 +1037,7 @@ func TestCreateGVisorChecksTheRuntime(t *testing.T) {
 // be reached by whatever else its maker put there.
 func TestEgressRefusesAForeignOutwardNetwork(t *testing.T) {
 	var m *sandbox.Manager
-	e := newEgressEngine(t, func() string { return m.State.EgressDir("app-123456") })
+	e := newEgressEngine(t, func() string { return m.State.DirIn(sandbox.AreaEgress, "app-123456") })
 	e.networks[sandbox.OutwardNetwork] = network.Inspect{Name: sandbox.OutwardNetwork, Labels: map[string]string{"someone": "else"}}
 	m = fakeManager(t, e.FakeEngine)
 	in := specInput()
@@ -1045,5 +1046,24 @@ func TestEgressRefusesAForeignOutwardNetwork(t *testing.T) {
 	var nm *sandbox.NotManagedError
 	if !errors.As(err, &nm) || slices.Contains(e.calls, "connect sbx_proxy-app-123456 "+sandbox.OutwardNetwork) {
 		t.Fatalf("err %v, calls %q: want the network refused and nothing connected to it", err, e.calls)
+	}
+}
+
+// Inspect lists the host paths a sandbox may write to: what copies out of it guard.
+func TestInspectListsWritableBinds(t *testing.T) {
+	fake := &enginetest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
+		return container.InspectResponse{
+			ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
+			Config:            &container.Config{Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: "box"}},
+			Mounts: []container.MountPoint{
+				{Type: mount.TypeBind, Source: "/p", Destination: "/workspace", RW: true},
+				{Type: mount.TypeBind, Source: "/p/.git/hooks", Destination: "/workspace/.git/hooks"},
+				{Type: mount.TypeVolume, Source: "/var/lib/docker/volumes/v/_data", Destination: "/data", RW: true},
+			},
+		}, nil
+	}}
+	sb, err := (&sandbox.Manager{Engine: fake}).Inspect(context.Background(), "box")
+	if err != nil || strings.Join(sb.WritableHostPaths, " ") != "/p" {
+		t.Fatalf("%+v, %v", sb, err)
 	}
 }

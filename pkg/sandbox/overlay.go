@@ -56,7 +56,7 @@ func (m *Manager) prepareOverlay(ctx context.Context, in SpecInput) error {
 	if err := os.MkdirAll(filepath.Dir(in.OverlayDir), 0o700); err != nil {
 		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
 	}
-	lock, err := flock.Open(ctx, m.State.overlayLock(in.Name), true, true)
+	lock, err := flock.Open(ctx, m.State.LockIn(AreaOverlay, in.Name), true, true)
 	if err != nil {
 		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
 	}
@@ -76,11 +76,11 @@ func (m *Manager) removeOverlay(ctx context.Context, name string) error {
 	if err := m.Engine.VolumeRemove(ctx, OverlayVolumeName(name), true); err != nil && !cerrdefs.IsNotFound(err) {
 		return errs.Engine(fmt.Sprintf("removing the overlay volume of %q", name), err)
 	}
-	_ = m.State.remove(m.State.overlayLock(name))
-	err := m.State.remove(m.State.overlayDir(name))
+	_ = m.State.remove(m.State.LockIn(AreaOverlay, name))
+	err := m.State.remove(m.State.DirIn(AreaOverlay, name))
 	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 {
 		if err = m.clearWorkDir(ctx, name); err == nil {
-			err = m.State.remove(m.State.overlayDir(name))
+			err = m.State.remove(m.State.DirIn(AreaOverlay, name))
 		}
 	}
 	if err != nil {
@@ -109,7 +109,7 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 	if !filepath.IsAbs(root) || filepath.Clean(root) != root || config.ValidName(name) != nil {
 		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q names no usable project (%q)", name, root), "")
 	}
-	return overlay.Layers{Lower: root, Dir: m.State.overlayDir(name)}, nil
+	return overlay.Layers{Lower: root, Dir: m.State.DirIn(AreaOverlay, name)}, nil
 }
 
 // clearWorkDir empties overlayfs's own work/work of sandbox name's layers, which the kernel
@@ -119,7 +119,7 @@ func (m *Manager) Overlay(ctx context.Context, name string) (overlay.Layers, err
 func (m *Manager) clearWorkDir(ctx context.Context, name string) error {
 	what := fmt.Sprintf("removing the overlay layers of %q", name)
 	cfg := &container.Config{User: "0:0", Cmd: []string{"helper", "clear-workdir", "/layers"}}
-	return m.runHelper(ctx, what, name, "-rm-overlay", cfg, []string{"DAC_OVERRIDE"}, "", hostDirMount(m.State.overlayDir(name), "/layers"))
+	return m.runHelper(ctx, what, name, "-rm-overlay", cfg, []string{"DAC_OVERRIDE"}, "", hostDirMount(m.State.DirIn(AreaOverlay, name), "/layers"))
 }
 
 // claimOverlayVolume gives Podman's first mount of sandbox in's overlay volume to a helper
@@ -263,7 +263,7 @@ func (m *Manager) Frozen(ctx context.Context, name string, read func() error) (u
 }
 
 func (m *Manager) withOverlayLock(ctx context.Context, name string, change func() error) error {
-	lock, err := flock.Open(ctx, m.State.overlayLock(name), true, true)
+	lock, err := flock.Open(ctx, m.State.LockIn(AreaOverlay, name), true, true)
 	if err != nil {
 		return err
 	}

@@ -196,24 +196,25 @@ type Orphans struct {
 	StalePooled []string
 }
 
-// All lists every leftover, the agent, CA and egress directories as "agent/NAME", "ca/NAME"
-// and "egress/NAME".
+// areas are every Area, in the order All lists their directories.
+var areas = []Area{AreaAgent, AreaCA, AreaEgress, AreaOverlay}
+
+// leftIn is o's list of directories left in area a.
+func (o *Orphans) leftIn(a Area) *[]string {
+	return map[Area]*[]string{AreaAgent: &o.AgentDirs, AreaCA: &o.CADirs, AreaEgress: &o.EgressDirs, AreaOverlay: &o.OverlayDirs}[a]
+}
+
+// All lists every leftover, the pooled sandboxes as "pool/NAME" and the directories left in
+// an area as "AREA/NAME" ("agent/NAME").
 func (o Orphans) All() []string {
 	all := slices.Concat(o.StateFiles, o.Proxies, o.Volumes, o.Networks)
 	for _, n := range o.StalePooled {
 		all = append(all, "pool/"+n)
 	}
-	for _, n := range o.AgentDirs {
-		all = append(all, "agent/"+n)
-	}
-	for _, n := range o.CADirs {
-		all = append(all, "ca/"+n)
-	}
-	for _, n := range o.EgressDirs {
-		all = append(all, "egress/"+n)
-	}
-	for _, n := range o.OverlayDirs {
-		all = append(all, "overlay/"+n)
+	for _, a := range areas {
+		for _, n := range *o.leftIn(a) {
+			all = append(all, string(a)+"/"+n)
+		}
 	}
 	return all
 }
@@ -253,13 +254,13 @@ func (m *Manager) FindOrphans(ctx context.Context, existing []*Sandbox, filter F
 			o.StateFiles = append(o.StateFiles, n)
 		}
 	}
-	for sub, dirs := range map[string]*[]string{"agent": &o.AgentDirs, "ca": &o.CADirs, "egress": &o.EgressDirs, "overlay": &o.OverlayDirs} {
-		if names, err = m.State.dirNames(sub); err != nil {
+	for _, a := range areas {
+		if names, err = m.State.namesIn(a); err != nil {
 			return o, err
 		}
 		for _, n := range names {
 			if !alive[n] && filter.Match(&Sandbox{Name: n}) {
-				*dirs = append(*dirs, n)
+				*o.leftIn(a) = append(*o.leftIn(a), n)
 			}
 		}
 	}
@@ -291,24 +292,11 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 			first = err
 		}
 	}
-	for _, n := range o.AgentDirs {
-		if err := m.removeOrphanDir(ctx, n, m.State.agentLock(n), m.State.agentDir(n), "agent directory"); err != nil && first == nil {
-			first = err
-		}
-	}
-	for _, n := range o.CADirs {
-		if err := m.removeOrphanDir(ctx, n, m.State.caLock(n), m.State.caDir(n), "CA directory"); err != nil && first == nil {
-			first = err
-		}
-	}
-	for _, n := range o.EgressDirs {
-		if err := m.removeOrphanDir(ctx, n, m.State.egressLock(n), m.State.EgressDir(n), "egress directory"); err != nil && first == nil {
-			first = err
-		}
-	}
-	for _, n := range o.OverlayDirs {
-		if err := m.removeOrphanDir(ctx, n, m.State.overlayLock(n), m.State.overlayDir(n), "overlay directory"); err != nil && first == nil {
-			first = err
+	for _, a := range areas {
+		for _, n := range *o.leftIn(a) {
+			if err := m.removeOrphanDir(ctx, n, a); err != nil && first == nil {
+				first = err
+			}
 		}
 	}
 	for _, n := range o.StalePooled {
@@ -335,10 +323,14 @@ func (m *Manager) RemoveOrphans(ctx context.Context, o Orphans) error {
 	return first
 }
 
-// removeOrphanDir removes dir, the agent or CA directory (what) of sandbox name, unless a
-// start or create holds its lock or the sandbox exists again (a create since FindOrphans
-// listed it).
-func (m *Manager) removeOrphanDir(ctx context.Context, name, lockPath, dir, what string) error {
+// removeOrphanDir removes the directory sandbox name left in area a, unless a start or
+// create holds its lock or the sandbox exists again (a create since FindOrphans listed it).
+func (m *Manager) removeOrphanDir(ctx context.Context, name string, a Area) error {
+	what := string(a) + " directory"
+	if a == AreaCA {
+		what = "CA directory"
+	}
+	lockPath, dir := m.State.LockIn(a, name), m.State.DirIn(a, name)
 	lock, err := flock.Open(ctx, lockPath, true, false)
 	if errors.Is(err, flock.ErrLocked) {
 		return nil // a start or a create holds it: the directory is in use

@@ -45,18 +45,45 @@ func (s *StateStore) createLockPath(name string) string {
 	return filepath.Join(s.Dir, leaseDir, "."+name+".create")
 }
 
-// agentDir is the directory of sandbox name's agent socket (agent.go). It is computed from
-// the name every time, never read from a label, which an image can set.
-func (s *StateStore) agentDir(name string) string { return filepath.Join(s.Dir, "agent", name) }
+// An Area is a directory of the state directory with one directory for each sandbox, computed
+// from its name every time, never read from a label, which an image can set; beside it is
+// the sandbox's lock for it, out of every sandbox's reach, under a name no sandbox can have.
+type Area string
+
+// The areas, and what their locks are held for.
+const (
+	// AreaAgent holds the agent's sockets (agent.go); its lock is held while the sandbox
+	// starts with its agent.
+	AreaAgent Area = "agent"
+	// AreaCA holds the CA bundle (cacerts.go); its lock is held while the bundle is written,
+	// and taken shared before the sandbox starts, so no start comes between its create and
+	// its bundle.
+	AreaCA Area = "ca"
+	// AreaEgress holds the proxy's rules, log and socket (egress.go); its lock is held while
+	// the rules are rewritten (ChangeEgress).
+	AreaEgress Area = "egress"
+	// AreaOverlay holds the overlay layers (overlay.go) or a carried workspace's copy
+	// (carry.go); its lock is held while they are made or changed.
+	AreaOverlay Area = "overlay"
+)
+
+// DirIn is sandbox name's directory in area a.
+func (s *StateStore) DirIn(a Area, name string) string { return filepath.Join(s.Dir, string(a), name) }
+
+// LockIn is sandbox name's lock for area a; prune takes it too, before it removes a
+// directory left there.
+func (s *StateStore) LockIn(a Area, name string) string {
+	return filepath.Join(s.Dir, string(a), "."+name+".lock")
+}
 
 // toolboxDir is the directory of the toolbox whose Dockerfile has hash (toolbox.go), shared by
 // every sandbox that mounts it.
 func (s *StateStore) toolboxDir(hash string) string { return filepath.Join(s.Dir, "toolbox", hash) }
 
-// dirNames lists the sandboxes that have a directory in sub (agent, ca): directories, not
-// links, under names sbx could have given.
-func (s *StateStore) dirNames(sub string) ([]string, error) {
-	return s.entryNames(sub, sub+" directories", func(e fs.DirEntry) bool { return e.IsDir() && config.ValidName(e.Name()) == nil })
+// namesIn lists the sandboxes that have a directory in area a: directories, not links, under
+// names sbx could have given.
+func (s *StateStore) namesIn(a Area) ([]string, error) {
+	return s.entryNames(string(a), string(a)+" directories", func(e fs.DirEntry) bool { return e.IsDir() && config.ValidName(e.Name()) == nil })
 }
 
 // entryNames lists the entries of directory sub of the state directory ("" for the directory
@@ -84,29 +111,6 @@ func isRecord(prefix string) func(fs.DirEntry) bool {
 		return strings.HasPrefix(e.Name(), prefix) && config.ValidName(e.Name()) == nil && e.Type().IsRegular()
 	}
 }
-
-// agentLock is the lock file held while sandbox name starts with its agent (agent.go): beside
-// the agent directories, out of every sandbox's reach, under a name no sandbox can have.
-func (s *StateStore) agentLock(name string) string {
-	return filepath.Join(s.Dir, "agent", "."+name+".lock")
-}
-
-// caDir is the directory of sandbox name's CA bundle (cacerts.go), computed from the name as
-// agentDir is.
-func (s *StateStore) caDir(name string) string { return filepath.Join(s.Dir, "ca", name) }
-
-// overlayDir holds sandbox name's overlay layers (workspace overlay), computed from the name
-// as agentDir is.
-func (s *StateStore) overlayDir(name string) string { return filepath.Join(s.Dir, "overlay", name) }
-
-// overlayLock is held while sandbox name's overlay layers are made, as caLock is for its CA.
-func (s *StateStore) overlayLock(name string) string {
-	return filepath.Join(s.Dir, "overlay", "."+name+".lock")
-}
-
-// caLock is the lock file held while sandbox name's CA bundle is written, and taken shared
-// before the sandbox starts, so no start comes between its create and its bundle.
-func (s *StateStore) caLock(name string) string { return filepath.Join(s.Dir, "ca", "."+name+".lock") }
 
 // inside returns p with its links resolved when it lies strictly inside the state directory
 // (its links resolved too), and an error otherwise. Whatever sbx removes on the host passes

@@ -95,7 +95,7 @@ func warmSetup(t *testing.T, in sandbox.SpecInput, mute bool) (*sandbox.Manager,
 	m.Agents = true
 	sb := &sandbox.Sandbox{Name: in.Name, Key: in.Name, ID: "c1", Status: "running", Labels: inspectOf(t, in, "running").Config.Labels, Image: in.Config.Image}
 	sb.Labels[sandbox.LabelAgent] = agent.Version()
-	a := startFakeAgent(t, m.State.AgentDir(sb.Key), mute)
+	a := startFakeAgent(t, m.State.DirIn(sandbox.AreaAgent, sb.Key), mute)
 	m.RecordStart(sb)
 	return m, sb, a
 }
@@ -157,10 +157,10 @@ func TestWarmFallsBack(t *testing.T) {
 		{name: "started again", why: "not the socket sbx recorded",
 			change: func(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox, a *fakeAgent, in *sandbox.SpecInput) *sandbox.Manager {
 				a.ln.Close()
-				if err := os.Remove(filepath.Join(m.State.AgentDir(sb.Key), "agent.sock")); err != nil {
+				if err := os.Remove(filepath.Join(m.State.DirIn(sandbox.AreaAgent, sb.Key), "agent.sock")); err != nil {
 					t.Fatal(err)
 				}
-				startFakeAgent(t, m.State.AgentDir(sb.Key), false)
+				startFakeAgent(t, m.State.DirIn(sandbox.AreaAgent, sb.Key), false)
 				return m
 			}},
 		{name: "stopped", why: "connection refused",
@@ -217,7 +217,7 @@ func claimed(t *testing.T, m *sandbox.Manager, sb *sandbox.Sandbox, in *sandbox.
 	psb := &sandbox.Sandbox{Name: pooled, Key: pooled, ID: "c1", Status: "running", Labels: inspectOf(t, pin, "running").Config.Labels, Image: sb.Image}
 	psb.Labels[sandbox.LabelAgent] = agent.Version()
 	psb.Labels[sandbox.LabelPool] = "key"
-	startFakeAgent(t, m.State.AgentDir(pooled), false)
+	startFakeAgent(t, m.State.DirIn(sandbox.AreaAgent, pooled), false)
 	m.RecordStart(psb)
 	if err := m.State.WriteClaim(in.Name, id, pooled); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,7 @@ package snippet
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"slices"
@@ -209,7 +207,8 @@ func Run(ctx context.Context, x Execer, sb *sandbox.Sandbox, opts Options) (*Res
 	}
 	stdout := &sandbox.CapWriter{W: sandbox.OrDiscard(opts.Stdout), Limit: limit}
 	stderr := &sandbox.CapWriter{W: sandbox.OrDiscard(opts.Stderr), Limit: limit}
-	dir := Dir + "/" + runID()
+	// Random, so that a snippet cannot guess it and print the missing-tool line of another.
+	dir := Dir + "/" + sandbox.RandomID()
 	sniff := &prefixSniffer{w: stderr, prefix: []byte(runMissing + plan.Language.Tool + " " + dir + "\n")}
 	res, err := x.Exec(ctx, sb, sandbox.ExecOptions{
 		Cmd: sb.Script(runScript, "sbx-run", dir, plan.File, plan.Language.Tool, plan.Main, plan.Language.Command),
@@ -279,12 +278,4 @@ func (s *prefixSniffer) flush() error {
 	}
 	_, err := s.w.Write(held)
 	return err
-}
-
-// runID names one run's directory: random, so that a snippet cannot guess it and print the
-// missing-tool line of another.
-func runID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

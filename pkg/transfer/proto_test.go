@@ -1,4 +1,4 @@
-package sandbox
+package transfer
 
 import (
 	"strings"
@@ -8,21 +8,21 @@ import (
 func TestProtoWriterFailure(t *testing.T) {
 	for _, tt := range []struct {
 		name, out, messages string
-		want                CopyError
+		want                Error
 	}{
-		{name: "read-only", out: "sbx-cp error rofs /workspace\n", want: CopyError{Kind: CopyReadOnly, Path: "/w/x", Mount: "/workspace"}},
+		{name: "read-only", out: "sbx-cp error rofs /workspace\n", want: Error{Kind: ReadOnly, Path: "/w/x", Mount: "/workspace"}},
 		{name: "symlink, control characters dropped", out: "sbx-cp error symlink /etc/\x1b[31mpasswd\n",
-			want: CopyError{Kind: CopySymlink, Path: "/w/x", Target: "/etc/passwd"}},
-		{name: "missing parent names it", out: "sbx-cp error nodir /w\n", want: CopyError{Kind: CopyNoDir, Path: "/w"}},
-		{name: "only the first error counts", out: "sbx-cp error incomplete\nsbx-cp error tar 2\n", want: CopyError{Kind: CopyIncomplete, Path: "/w/x"}},
+			want: Error{Kind: Symlink, Path: "/w/x", Target: "/etc/passwd"}},
+		{name: "missing parent names it", out: "sbx-cp error nodir /w\n", want: Error{Kind: NoDir, Path: "/w"}},
+		{name: "only the first error counts", out: "sbx-cp error incomplete\nsbx-cp error tar 2\n", want: Error{Kind: Incomplete, Path: "/w/x"}},
 		{name: "foreign owner under -a", out: "sbx-cp ready\nsbx-cp error tar 2\n",
 			messages: "tar: item: Cannot change ownership to uid 501, gid 20: Operation not permitted\ntar: Exiting with failure status due to previous errors\n",
-			want:     CopyError{Kind: CopyOwner, Path: "/w/x", Detail: "the sandbox user cannot give files to uid 501, gid 20 (it has no capabilities; -a keeps an owner only when it is the sandbox user)"}},
+			want:     Error{Kind: Owner, Path: "/w/x", Detail: "the sandbox user cannot give files to uid 501, gid 20 (it has no capabilities; -a keeps an owner only when it is the sandbox user)"}},
 		{name: "full file system", out: "sbx-cp error tar 2\n", messages: "tar: item: Wrote only 8704 of 10240 bytes\n",
-			want: CopyError{Kind: CopyNoSpace, Path: "/w/x"}},
+			want: Error{Kind: NoSpace, Path: "/w/x"}},
 		{name: "other tar failures keep tar's words", out: "sbx-cp error tar 2\n", messages: "tar: item/x: Cannot open: Is a directory\n",
-			want: CopyError{Kind: CopyFailed, Path: "/w/x", Detail: "tar in the sandbox: exit status 2: tar: item/x: Cannot open: Is a directory"}},
-		{name: "unknown kinds are failures", out: "sbx-cp error busy /w\n", want: CopyError{Kind: CopyFailed, Path: "/w/x", Detail: "busy /w"}},
+			want: Error{Kind: Failed, Path: "/w/x", Detail: "tar in the sandbox: exit status 2: tar: item/x: Cannot open: Is a directory"}},
+		{name: "unknown kinds are failures", out: "sbx-cp error busy /w\n", want: Error{Kind: Failed, Path: "/w/x", Detail: "busy /w"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProtoWriter(nil)

@@ -1,4 +1,4 @@
-package sandbox
+package transfer
 
 import (
 	"archive/tar"
@@ -19,14 +19,38 @@ import (
 	"time"
 
 	"github.com/sbx-sandbox/sbx/pkg/archive"
+	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 	"github.com/sbx-sandbox/sbx/pkg/termtext"
 )
 
-// Copies go through an exec in the running sandbox, never through the engine's archive
-// endpoint: that endpoint cannot write into a tmpfs (it reports success and the file never
-// appears), refuses read-only roots, and reads the directory under a tmpfs instead of the
-// tmpfs. An exec sees the sandbox as its commands do, under the sandbox user's permissions,
-// and Exec's watchdog kills it when sbx is interrupted or goes away.
+// Copier copies files between the host and running sandboxes. It needs only an Execer and
+// a clock.
+type Copier struct {
+	Exec Execer
+	Now  func() time.Time
+}
+
+// Execer runs a command in a sandbox: sandbox.Manager.Exec.
+type Execer interface {
+	Exec(ctx context.Context, sb *sandbox.Sandbox, opts sandbox.ExecOptions) (*sandbox.ExecResult, error)
+}
+
+// New is the Copier that runs its copies through m.
+func New(m *sandbox.Manager) *Copier { return &Copier{Exec: m, Now: m.Now} }
+
+// SendTar unpacks the tar stream r into the existing directory dir of sb: the core's
+// sandbox.Carrier, for a carried workspace.
+func (c *Copier) SendTar(ctx context.Context, sb *sandbox.Sandbox, dir string, r io.Reader) error {
+	_, err := c.In(ctx, sb, InOptions{Dst: dir, DstIsDir: true, Stream: r})
+	return err
+}
+
+// FetchDir copies what sb's directory dir holds into the host directory dst: the core's
+// sandbox.Carrier, for a carried workspace.
+func (c *Copier) FetchDir(ctx context.Context, sb *sandbox.Sandbox, dir, dst string) error {
+	_, err := c.Out(ctx, sb, OutOptions{Src: dir, SrcIsDir: true, Contents: true, Dst: dst})
+	return err
+}
 
 // copyInScript puts an item copied into a sandbox in place: see scripts/copy_in.sh.
 //
@@ -34,7 +58,7 @@ import (
 // "0\n", which sbx sends only after the whole tar was written: a stream that stops early (sbx
 // killed, a host file that changed) never lacks just its end-of-archive marker unnoticed, and
 // nothing is renamed. Through the agent (raw=1) the tar comes as it is, and the agent kills
-// the script instead of ending its input when the stream stops early (strictStdin), which
+// the script instead of ending its input when the stream stops early (StrictStdin), which
 // spares decoding frames in bash.
 //
 //go:embed scripts/copy_in.sh
@@ -45,54 +69,54 @@ var copyInScript string
 //go:embed scripts/copy_out.sh
 var copyOutScript string
 
-// Kinds of CopyError.
+// Kinds of Error.
 const (
-	CopyReadOnly   = "rofs"       // the destination's file system is read-only
-	CopyDenied     = "denied"     // the sandbox user may not write there
-	CopyNoSpace    = "nospace"    // the destination's file system is full
-	CopyNoDir      = "nodir"      // a directory the copy needs does not exist
-	CopyNotDir     = "notdir"     // a path that must be a directory is not one
-	CopyIsDir      = "isdir"      // a file would replace a directory
-	CopyMissing    = "missing"    // the source does not exist in the sandbox
-	CopySymlink    = "symlink"    // the source is a symlink and -L was not given
-	CopyOwner      = "owner"      // -a asked for an owner the sandbox user cannot give
-	CopyIncomplete = "incomplete" // the stream into the sandbox ended early
-	CopyFailed     = "failed"     // anything else the sandbox side reported
+	ReadOnly   = "rofs"       // the destination's file system is read-only
+	Denied     = "denied"     // the sandbox user may not write there
+	NoSpace    = "nospace"    // the destination's file system is full
+	NoDir      = "nodir"      // a directory the copy needs does not exist
+	NotDir     = "notdir"     // a path that must be a directory is not one
+	IsDir      = "isdir"      // a file would replace a directory
+	Missing    = "missing"    // the source does not exist in the sandbox
+	Symlink    = "symlink"    // the source is a symlink and -L was not given
+	Owner      = "owner"      // -a asked for an owner the sandbox user cannot give
+	Incomplete = "incomplete" // the stream into the sandbox ended early
+	Failed     = "failed"     // anything else the sandbox side reported
 )
 
-// CopyError is a copy the sandbox side refused or could not finish. Nothing was put in
+// Error is a copy the sandbox side refused or could not finish. Nothing was put in
 // place: a copy into a sandbox renames its staged item only after a complete stream.
-type CopyError struct {
+type Error struct {
 	Kind    string // one of the Copy* kinds
 	Sandbox string
 	Path    string // the sandbox path concerned
-	Mount   string // CopyReadOnly: the mount point holding Path inside the sandbox
-	Target  string // CopySymlink: where the link points
+	Mount   string // ReadOnly: the mount point holding Path inside the sandbox
+	Target  string // Symlink: where the link points
 	Detail  string // what tar or the script said, control characters removed
 }
 
-func (e *CopyError) Error() string {
+func (e *Error) Error() string {
 	at := fmt.Sprintf("%s:%s", e.Sandbox, e.Path)
 	switch e.Kind {
-	case CopyReadOnly:
+	case ReadOnly:
 		return fmt.Sprintf("cannot write to %s: the file system mounted at %s is read-only", at, e.Mount)
-	case CopyDenied:
+	case Denied:
 		return fmt.Sprintf("cannot write to %s: the sandbox user has no write permission there", at)
-	case CopyNoSpace:
+	case NoSpace:
 		return fmt.Sprintf("cannot write to %s: no space left on its file system in the sandbox", at)
-	case CopyNoDir:
+	case NoDir:
 		return fmt.Sprintf("directory %s does not exist", at)
-	case CopyNotDir:
+	case NotDir:
 		return fmt.Sprintf("%s is not a directory", at)
-	case CopyIsDir:
+	case IsDir:
 		return fmt.Sprintf("cannot overwrite directory %s with a file", at)
-	case CopyMissing:
+	case Missing:
 		return fmt.Sprintf("%s does not exist", at)
-	case CopySymlink:
+	case Symlink:
 		return fmt.Sprintf("%s is a symlink (to %q)", at, e.Target)
-	case CopyOwner:
+	case Owner:
 		return fmt.Sprintf("cannot keep file owners in %s: %s", at, e.Detail)
-	case CopyIncomplete:
+	case Incomplete:
 		return fmt.Sprintf("the copy into %s was cut short; nothing was written", at)
 	}
 	if e.Detail != "" {
@@ -102,24 +126,24 @@ func (e *CopyError) Error() string {
 }
 
 // Hint says what to do instead.
-func (e *CopyError) Hint() string {
+func (e *Error) Hint() string {
 	switch e.Kind {
-	case CopyReadOnly:
+	case ReadOnly:
 		return "copy into a writable place such as /tmp"
-	case CopyDenied:
+	case Denied:
 		return "copy into a directory the sandbox user owns, such as /tmp"
-	case CopyNoSpace:
+	case NoSpace:
 		return "free space there, or copy somewhere larger; tmpfs sizes come from the tmpfs key (sbx explain shows them)"
-	case CopySymlink:
+	case Symlink:
 		return "pass -L/--follow-link to copy what it points to"
-	case CopyOwner:
+	case Owner:
 		return "drop -a so the files belong to the sandbox user, or give them to the sandbox user on the host first"
 	}
 	return ""
 }
 
-// CopyInOptions describe a copy from the host into a sandbox.
-type CopyInOptions struct {
+// InOptions describe a copy from the host into a sandbox.
+type InOptions struct {
 	// Dst is the absolute sandbox path; DstIsDir says it was written with a trailing slash.
 	Dst      string
 	DstIsDir bool
@@ -130,7 +154,7 @@ type CopyInOptions struct {
 	FollowLink bool
 	// KeepOwner keeps the host uid and gid (sbx cp -a). The sandbox has no capabilities,
 	// so its user can only give files to itself (and to groups it is in): any other owner
-	// fails the copy with a CopyOwner error, and nothing is written.
+	// fails the copy with a Owner error, and nothing is written.
 	KeepOwner bool
 	// Stream, when set instead of Src, is a tar stream (sbx cp - NAME:DIR) whose entries
 	// are extracted into the existing directory Dst by the sandbox's tar.
@@ -139,8 +163,8 @@ type CopyInOptions struct {
 	Progress func(archive.Stats)
 }
 
-// CopyOutOptions describe a copy from a sandbox to the host.
-type CopyOutOptions struct {
+// OutOptions describe a copy from a sandbox to the host.
+type OutOptions struct {
 	// Src is the absolute sandbox path; SrcIsDir says it must be a directory (a trailing
 	// slash); Contents copies what is inside it (SRC/.). FollowLink follows Src itself when
 	// it is a symlink.
@@ -170,8 +194,8 @@ type CopyOutOptions struct {
 	Totals func(bytes int64, files int)
 }
 
-// CopyResult is what a copy moved.
-type CopyResult struct {
+// Result is what a copy moved.
+type Result struct {
 	Stats    archive.Stats
 	Duration time.Duration
 }
@@ -180,28 +204,28 @@ type CopyResult struct {
 // extractor never commits what it read.
 var errStreamEnded = errors.New("the sandbox side of the copy failed")
 
-// CopyIn copies a host file or directory, or a tar stream, into the running sandbox sb.
+// In copies a host file or directory, or a tar stream, into the running sandbox sb.
 // The item appears at its destination complete or not at all; staging leftovers of killed
 // copies in that directory are removed first. Cancelling ctx stops the copy and kills the
 // sandbox side.
-func (m *Manager) CopyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions) (*CopyResult, error) {
-	res, err := m.copyIn(ctx, sb, opts, true)
-	if errors.Is(err, errNoAgent) {
-		return m.copyIn(ctx, sb, opts, false)
+func (c *Copier) In(ctx context.Context, sb *sandbox.Sandbox, opts InOptions) (*Result, error) {
+	res, err := c.in(ctx, sb, opts, true)
+	if errors.Is(err, sandbox.ErrNoAgent) {
+		return c.in(ctx, sb, opts, false)
 	}
 	return res, err
 }
 
-// copyIn sends the tar raw to the sandbox's agent, or framed through any transport; raw
-// fails with errNoAgent, before anything is sent, when the agent does not answer.
-func (m *Manager) copyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions, raw bool) (*CopyResult, error) {
-	start := m.Now()
+// in sends the tar raw to the sandbox's agent, or framed through any transport; raw
+// fails with sandbox.ErrNoAgent, before anything is sent, when the agent does not answer.
+func (c *Copier) in(ctx context.Context, sb *sandbox.Sandbox, opts InOptions, raw bool) (*Result, error) {
+	start := c.Now()
 	kind, base, mode, err := copyInSource(opts)
 	if err != nil {
 		return nil, err
 	}
 	cmd := sb.Script(copyInScript, "sbx-cp", opts.Dst, copyFlag(opts.DstIsDir), base, kind,
-		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), newExecID(), archive.StagingPrefix, copyFlag(raw))
+		fmt.Sprintf("%o", mode), copyFlag(opts.KeepOwner), sandbox.RandomID(), archive.StagingPrefix, copyFlag(raw))
 
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -210,12 +234,12 @@ func (m *Manager) copyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions, r
 	proto := newProtoWriter(nil)
 	stderr := newProtoWriter(nil)
 	type outcome struct {
-		res *ExecResult
+		res *sandbox.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := m.Exec(ctx, sb, ExecOptions{Cmd: cmd, Interactive: true, Stdin: pr, Stdout: proto, Stderr: stderr, strictStdin: raw})
+		res, err := c.Exec.Exec(ctx, sb, sandbox.ExecOptions{Cmd: cmd, Interactive: true, Stdin: pr, Stdout: proto, Stderr: stderr, StrictStdin: raw})
 		// Unblock a sender whose data nobody reads any more.
 		pr.CloseWithError(errStreamEnded)
 		done <- outcome{res, err}
@@ -256,7 +280,7 @@ func (m *Manager) copyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions, r
 	}
 	if perr := proto.failure(sb.Name, opts.Dst, stderr.text()); perr != nil {
 		// The source's own error says more than the sandbox seeing the stream stop.
-		if sendErr != nil && !errors.Is(sendErr, errStreamEnded) && perr.Kind == CopyIncomplete {
+		if sendErr != nil && !errors.Is(sendErr, errStreamEnded) && perr.Kind == Incomplete {
 			return nil, sendErr
 		}
 		return nil, perr
@@ -268,10 +292,10 @@ func (m *Manager) copyIn(ctx context.Context, sb *Sandbox, opts CopyInOptions, r
 		return nil, out.err
 	}
 	if out.res.ExitCode != 0 || !proto.finished() {
-		return nil, &CopyError{Kind: CopyFailed, Sandbox: sb.Name, Path: opts.Dst,
+		return nil, &Error{Kind: Failed, Sandbox: sb.Name, Path: opts.Dst,
 			Detail: fmt.Sprintf("exit status %d%s", out.res.ExitCode, copyDetail(stderr.text()))}
 	}
-	return &CopyResult{Stats: stats, Duration: m.Now().Sub(start)}, nil
+	return &Result{Stats: stats, Duration: c.Now().Sub(start)}, nil
 }
 
 func copyFlag(b bool) string {
@@ -284,7 +308,7 @@ func copyFlag(b bool) string {
 // copyInSource says what the source is: kind f (file), d (directory), c (a directory's
 // contents) or s (a tar stream); the name it lands under in an existing directory; and, for
 // contents, the directory's mode.
-func copyInSource(opts CopyInOptions) (kind, base string, mode fs.FileMode, err error) {
+func copyInSource(opts InOptions) (kind, base string, mode fs.FileMode, err error) {
 	if !path.IsAbs(opts.Dst) {
 		return "", "", 0, fmt.Errorf("sandbox path %q is not absolute", opts.Dst)
 	}
@@ -316,7 +340,7 @@ func copyInSource(opts CopyInOptions) (kind, base string, mode fs.FileMode, err 
 
 // sendTar writes the framed tar stream of opts's source to w, ending it with the frame
 // that tells the sandbox the stream is complete only when all of it was written.
-func sendTar(ctx context.Context, w io.Writer, opts CopyInOptions, raw bool) (archive.Stats, error) {
+func sendTar(ctx context.Context, w io.Writer, opts InOptions, raw bool) (archive.Stats, error) {
 	var fw io.Writer = frameWriter{w}
 	if raw {
 		fw = w
@@ -429,13 +453,13 @@ func (c *ctxWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// CopyOut copies a sandbox path to the host (or, with opts.Stream, passes the sandbox's tar
+// Out copies a sandbox path to the host (or, with opts.Stream, passes the sandbox's tar
 // stream through). The stream is untrusted: archive.Extract validates every entry and
 // renames the result into place only when the whole stream was read and the sandbox's tar
 // succeeded; on any failure the destination is left as it was. Leftovers of killed copies in
 // the host directory that receives the item are removed first.
-func (m *Manager) CopyOut(ctx context.Context, sb *Sandbox, opts CopyOutOptions) (*CopyResult, error) {
-	start := m.Now()
+func (c *Copier) Out(ctx context.Context, sb *sandbox.Sandbox, opts OutOptions) (*Result, error) {
+	start := c.Now()
 	if !path.IsAbs(opts.Src) || opts.Src == "/" {
 		return nil, fmt.Errorf("sandbox path %q: name a file or directory below /", opts.Src)
 	}
@@ -457,12 +481,12 @@ func (m *Manager) CopyOut(ctx context.Context, sb *Sandbox, opts CopyOutOptions)
 	pr, pw := io.Pipe()
 	stderr := newProtoWriter(opts.Totals)
 	type outcome struct {
-		res *ExecResult
+		res *sandbox.ExecResult
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := m.Exec(ctx, sb, ExecOptions{Cmd: cmd, Stdout: pw, Stderr: stderr})
+		res, err := c.Exec.Exec(ctx, sb, sandbox.ExecOptions{Cmd: cmd, Stdout: pw, Stderr: stderr})
 		// The reader sees the end of the stream only once the sandbox's tar has succeeded.
 		if err == nil && res.ExitCode == 0 {
 			pw.Close()
@@ -497,10 +521,10 @@ func (m *Manager) CopyOut(ctx context.Context, sb *Sandbox, opts CopyOutOptions)
 		return nil, out.err
 	}
 	if out.res.ExitCode != 0 {
-		return nil, &CopyError{Kind: CopyFailed, Sandbox: sb.Name, Path: opts.Src,
+		return nil, &Error{Kind: Failed, Sandbox: sb.Name, Path: opts.Src,
 			Detail: fmt.Sprintf("tar in the sandbox: exit status %d%s", out.res.ExitCode, copyDetail(stderr.text()))}
 	}
-	return &CopyResult{Stats: stats, Duration: m.Now().Sub(start)}, nil
+	return &Result{Stats: stats, Duration: c.Now().Sub(start)}, nil
 }
 
 // protoWriter collects an exec's output stream, picking out copyInScript's and
@@ -585,9 +609,9 @@ func (p *protoWriter) text() string {
 	return string(p.other)
 }
 
-// failure turns the script's error line, if any, into a *CopyError. what is the sandbox path
+// failure turns the script's error line, if any, into a *Error. what is the sandbox path
 // of the copy; messages are tar's (or other) output that came with it.
-func (p *protoWriter) failure(sandbox, what, messages string) *CopyError {
+func (p *protoWriter) failure(sandbox, what, messages string) *Error {
 	p.mu.Lock()
 	errLine := p.errs
 	if messages == "" {
@@ -597,34 +621,34 @@ func (p *protoWriter) failure(sandbox, what, messages string) *CopyError {
 	if errLine == nil {
 		return nil
 	}
-	e := &CopyError{Kind: errLine[0], Sandbox: sandbox, Path: what}
+	e := &Error{Kind: errLine[0], Sandbox: sandbox, Path: what}
 	arg := termtext.Clean(errLine[1])
 	switch e.Kind {
-	case CopyReadOnly:
+	case ReadOnly:
 		e.Mount = arg
-	case CopySymlink:
+	case Symlink:
 		e.Target = arg
-	case CopyDenied, CopyNoSpace, CopyNoDir, CopyNotDir, CopyIsDir, CopyMissing:
+	case Denied, NoSpace, NoDir, NotDir, IsDir, Missing:
 		if arg != "" {
 			e.Path = arg
 		}
-	case CopyIncomplete:
+	case Incomplete:
 	case "tar":
-		e.Kind, e.Detail = CopyFailed, "tar in the sandbox: exit status "+arg+copyDetail(messages)
+		e.Kind, e.Detail = Failed, "tar in the sandbox: exit status "+arg+copyDetail(messages)
 		for _, l := range strings.Split(messages, "\n") {
 			if _, owner, ok := strings.Cut(l, "Cannot change ownership to "); ok {
-				e.Kind, e.Detail = CopyOwner, "the sandbox user cannot give files to "+termtext.Clean(strings.TrimSuffix(owner, ": Operation not permitted"))+
+				e.Kind, e.Detail = Owner, "the sandbox user cannot give files to "+termtext.Clean(strings.TrimSuffix(owner, ": Operation not permitted"))+
 					" (it has no capabilities; -a keeps an owner only when it is the sandbox user)"
 				break
 			}
 			// GNU tar reports a full file system as a short write, without the errno.
 			if strings.Contains(l, "No space left on device") || strings.Contains(l, ": Wrote only ") {
-				e.Kind, e.Detail = CopyNoSpace, ""
+				e.Kind, e.Detail = NoSpace, ""
 				break
 			}
 		}
 	default:
-		e.Kind, e.Detail = CopyFailed, strings.TrimSpace(errLine[0]+" "+arg)+copyDetail(messages)
+		e.Kind, e.Detail = Failed, strings.TrimSpace(errLine[0]+" "+arg)+copyDetail(messages)
 	}
 	return e
 }

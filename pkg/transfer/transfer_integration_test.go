@@ -1,4 +1,4 @@
-package sandbox_test
+package transfer_test
 
 import (
 	"archive/tar"
@@ -21,12 +21,14 @@ import (
 	"github.com/sbx-sandbox/sbx/internal/testenv"
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/config"
-	"github.com/sbx-sandbox/sbx/pkg/sandbox"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox/sandboxtest"
+	"github.com/sbx-sandbox/sbx/pkg/transfer"
 )
 
-// These run against the real engine, through newEnv (lifecycle_integration_test.go): a
-// uniquely named, labelled sandbox per test, removed in t.Cleanup.
+// These run against the real engine, through sandboxtest: a uniquely named, labelled sandbox
+// per test, removed in t.Cleanup.
+
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // treeDigest hashes every regular file under root with its relative path, and lists the
 // directories, so two trees compare equal only if they hold the same names and bytes.
@@ -75,14 +77,14 @@ func fileSHA(p string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func copyIn(e *sandboxtest.Env, opts sandbox.CopyInOptions) (*sandbox.CopyResult, error) {
+func copyIn(e *sandboxtest.Env, opts transfer.InOptions) (*transfer.Result, error) {
 	e.T.Helper()
-	return e.M.CopyIn(context.Background(), e.Ensure().Sandbox, opts)
+	return transfer.New(e.M).In(context.Background(), e.Ensure().Sandbox, opts)
 }
 
-func copyOut(e *sandboxtest.Env, opts sandbox.CopyOutOptions) (*sandbox.CopyResult, error) {
+func copyOut(e *sandboxtest.Env, opts transfer.OutOptions) (*transfer.Result, error) {
 	e.T.Helper()
-	return e.M.CopyOut(context.Background(), e.Ensure().Sandbox, opts)
+	return transfer.New(e.M).Out(context.Background(), e.Ensure().Sandbox, opts)
 }
 
 func TestCopyRoundTrip100MiB(t *testing.T) {
@@ -99,7 +101,7 @@ func TestCopyRoundTrip100MiB(t *testing.T) {
 		f.Close()
 		want, _ := fileSHA(src)
 
-		in, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/big.bin"})
+		in, err := copyIn(e, transfer.InOptions{Src: src, Dst: "/tmp/big.bin"})
 		if err != nil {
 			t.Fatalf("copy in: %v", err)
 		}
@@ -107,7 +109,7 @@ func TestCopyRoundTrip100MiB(t *testing.T) {
 			t.Fatalf("in the sandbox: %q %q, want %s", o.Stdout, o.Stderr, want)
 		}
 		dst := filepath.Join(t.TempDir(), "back.bin")
-		out, err := copyOut(e, sandbox.CopyOutOptions{Src: "/tmp/big.bin", Dst: dst})
+		out, err := copyOut(e, transfer.OutOptions{Src: "/tmp/big.bin", Dst: dst})
 		if err != nil {
 			t.Fatalf("copy out: %v", err)
 		}
@@ -140,7 +142,7 @@ func TestCopyRoundTrip2000Files(t *testing.T) {
 		if n != 2000 {
 			t.Fatalf("made %d files", n)
 		}
-		in, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/"})
+		in, err := copyIn(e, transfer.InOptions{Src: src, Dst: "/tmp/"})
 		if err != nil {
 			t.Fatalf("copy in: %v", err)
 		}
@@ -148,7 +150,7 @@ func TestCopyRoundTrip2000Files(t *testing.T) {
 			t.Errorf("in the sandbox: %q %q", o.Stdout, o.Stderr)
 		}
 		host := t.TempDir()
-		out, err := copyOut(e, sandbox.CopyOutOptions{Src: "/tmp/tree", Dst: host})
+		out, err := copyOut(e, transfer.OutOptions{Src: "/tmp/tree", Dst: host})
 		if err != nil {
 			t.Fatalf("copy out: %v", err)
 		}
@@ -170,7 +172,7 @@ func TestCopyIntoTmpfsAndNoneWorkspaceIsVisibleToExec(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, dst := range []string{"/tmp/note.txt", "/workspace/note.txt", "/var/tmp/"} {
-			if _, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: dst}); err != nil {
+			if _, err := copyIn(e, transfer.InOptions{Src: src, Dst: dst}); err != nil {
 				t.Fatalf("copy to %s: %v", dst, err)
 			}
 		}
@@ -189,9 +191,9 @@ func TestCopyIntoReadOnlyPlacesIsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		for dst, mount := range map[string]string{"/workspace/x": "/workspace", "/workspace/": "/workspace", "/etc/x": "/", "/x": "/"} {
-			_, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: dst})
-			var ce *sandbox.CopyError
-			if !errors.As(err, &ce) || ce.Kind != sandbox.CopyReadOnly || ce.Mount != mount {
+			_, err := copyIn(e, transfer.InOptions{Src: src, Dst: dst})
+			var ce *transfer.Error
+			if !errors.As(err, &ce) || ce.Kind != transfer.ReadOnly || ce.Mount != mount {
 				t.Errorf("copy to %s: %v (%+v), want read-only at %s", dst, err, ce, mount)
 			}
 		}
@@ -215,13 +217,13 @@ func TestCopyOutRefusesSymlinksAndFIFOs(t *testing.T) {
 			{"/tmp/t", func(err error) bool { return errors.Is(err, archive.ErrSymlink) }},
 			{"/tmp/fifo", func(err error) bool { return errors.Is(err, archive.ErrFIFO) }},
 			{"/tmp/link", func(err error) bool {
-				var ce *sandbox.CopyError
-				return errors.As(err, &ce) && ce.Kind == sandbox.CopySymlink && ce.Target == "/etc/passwd"
+				var ce *transfer.Error
+				return errors.As(err, &ce) && ce.Kind == transfer.Symlink && ce.Target == "/etc/passwd"
 			}},
 		} {
 			done := make(chan error, 1)
 			go func() {
-				_, err := copyOut(e, sandbox.CopyOutOptions{Src: tt.src, Dst: filepath.Join(parent, "out")})
+				_, err := copyOut(e, transfer.OutOptions{Src: tt.src, Dst: filepath.Join(parent, "out")})
 				done <- err
 			}()
 			select {
@@ -247,7 +249,7 @@ func TestCopyInStripsSetuidAndKeepsOnlyOwnOwner(t *testing.T) {
 		_ = tw.WriteHeader(&tar.Header{Name: "suid", Typeflag: tar.TypeReg, Mode: 0o6755, Size: 2})
 		_, _ = tw.Write([]byte("x\n"))
 		tw.Close()
-		if _, err := copyIn(e, sandbox.CopyInOptions{Stream: &buf, Dst: "/tmp"}); err != nil {
+		if _, err := copyIn(e, transfer.InOptions{Stream: &buf, Dst: "/tmp"}); err != nil {
 			t.Fatal(err)
 		}
 		if o := e.Sh("find /tmp/suid -printf '%m %U\\n'"); o.Stdout != "755 1000\n" {
@@ -268,12 +270,12 @@ func TestCopyInStripsSetuidAndKeepsOnlyOwnOwner(t *testing.T) {
 		if err := os.Chown(theirs, 4242, 4242); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := copyIn(e, sandbox.CopyInOptions{Src: mine, Dst: "/tmp/mine", KeepOwner: true}); err != nil {
+		if _, err := copyIn(e, transfer.InOptions{Src: mine, Dst: "/tmp/mine", KeepOwner: true}); err != nil {
 			t.Errorf("-a with the sandbox user's own file: %v", err)
 		}
-		_, err := copyIn(e, sandbox.CopyInOptions{Src: theirs, Dst: "/tmp/theirs", KeepOwner: true})
-		var ce *sandbox.CopyError
-		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyOwner || !strings.Contains(err.Error(), "uid 4242") {
+		_, err := copyIn(e, transfer.InOptions{Src: theirs, Dst: "/tmp/theirs", KeepOwner: true})
+		var ce *transfer.Error
+		if !errors.As(err, &ce) || ce.Kind != transfer.Owner || !strings.Contains(err.Error(), "uid 4242") {
 			t.Errorf("-a with a foreign owner: %v", err)
 		}
 		if o := e.Sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n'"); strings.Contains(o.Stdout, "theirs") || strings.Contains(o.Stdout, ".sbx-cp") {
@@ -292,7 +294,7 @@ func TestCopyInCleansSandboxLeftovers(t *testing.T) {
 		if err := os.WriteFile(src, []byte("whole\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/d/f"}); err != nil {
+		if _, err := copyIn(e, transfer.InOptions{Src: src, Dst: "/tmp/d/f"}); err != nil {
 			t.Fatal(err)
 		}
 		if o := e.Sh("find /tmp/d -mindepth 1 -maxdepth 1 -printf '%f\\n'; cat /tmp/d/f"); o.Stdout != "f\nwhole\n" {
@@ -310,9 +312,9 @@ func TestCopyIntoFullTmpfsWritesNothing(t *testing.T) {
 		if err := os.WriteFile(src, make([]byte, 16<<20), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := copyIn(e, sandbox.CopyInOptions{Src: src, Dst: "/tmp/big"})
-		var ce *sandbox.CopyError
-		if !errors.As(err, &ce) || ce.Kind != sandbox.CopyNoSpace {
+		_, err := copyIn(e, transfer.InOptions{Src: src, Dst: "/tmp/big"})
+		var ce *transfer.Error
+		if !errors.As(err, &ce) || ce.Kind != transfer.NoSpace {
 			t.Fatalf("err = %v, want no space", err)
 		}
 		if o := e.Sh("find /tmp -mindepth 1 -maxdepth 1 -printf '%f\\n' | grep -v '^.sbx-exec$'; df -k /tmp | tail -1"); strings.Contains(o.Stdout, "big") || strings.Contains(o.Stdout, ".sbx-cp") {

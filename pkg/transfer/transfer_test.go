@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox_test
+package transfer_test
 
 import (
 	"archive/tar"
@@ -23,12 +23,12 @@ import (
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/sbx-sandbox/sbx/pkg/archive"
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/transfer"
 )
 
 // hostEngine is a fake engine whose execs run on this machine, in the test's directories:
@@ -186,28 +186,28 @@ func TestCopyInPlacement(t *testing.T) {
 		name     string
 		setup    map[string]string // files in the sandbox before the copy
 		mkdirs   []string
-		opts     sandbox.CopyInOptions
+		opts     transfer.InOptions
 		want     string
 		wantKind string
 	}{
-		{name: "file to a new name", opts: sandbox.CopyInOptions{Src: "f.txt", Dst: "new.txt"}, want: "new.txt=file"},
-		{name: "file into a directory", mkdirs: []string{"in"}, opts: sandbox.CopyInOptions{Src: "f.txt", Dst: "in"}, want: "in/ in/f.txt=file"},
-		{name: "file replaces a file", setup: map[string]string{"x": "old"}, opts: sandbox.CopyInOptions{Src: "f.txt", Dst: "x"}, want: "x=file"},
-		{name: "directory to a new name", opts: sandbox.CopyInOptions{Src: "d", Dst: "e"}, want: "e/ e/a=A e/sub/ e/sub/b=B"},
+		{name: "file to a new name", opts: transfer.InOptions{Src: "f.txt", Dst: "new.txt"}, want: "new.txt=file"},
+		{name: "file into a directory", mkdirs: []string{"in"}, opts: transfer.InOptions{Src: "f.txt", Dst: "in"}, want: "in/ in/f.txt=file"},
+		{name: "file replaces a file", setup: map[string]string{"x": "old"}, opts: transfer.InOptions{Src: "f.txt", Dst: "x"}, want: "x=file"},
+		{name: "directory to a new name", opts: transfer.InOptions{Src: "d", Dst: "e"}, want: "e/ e/a=A e/sub/ e/sub/b=B"},
 		{name: "directory merges into its namesake", setup: map[string]string{"in/d/a": "old", "in/d/keep": "K"},
-			opts: sandbox.CopyInOptions{Src: "d", Dst: "in/"}, want: "in/ in/d/ in/d/a=A in/d/keep=K in/d/sub/ in/d/sub/b=B"},
+			opts: transfer.InOptions{Src: "d", Dst: "in/"}, want: "in/ in/d/ in/d/a=A in/d/keep=K in/d/sub/ in/d/sub/b=B"},
 		{name: "contents merge", setup: map[string]string{"t/keep": "K", "t/sub/c": "C"},
-			opts: sandbox.CopyInOptions{Src: "d", Contents: true, Dst: "t"}, want: "t/ t/a=A t/keep=K t/sub/ t/sub/b=B t/sub/c=C"},
-		{name: "contents to a new directory", opts: sandbox.CopyInOptions{Src: "d", Contents: true, Dst: "n"}, want: "n/ n/a=A n/sub/ n/sub/b=B"},
-		{name: "directory over a file", setup: map[string]string{"x": "old"}, opts: sandbox.CopyInOptions{Src: "d", Dst: "x"}, want: "x=old", wantKind: sandbox.CopyNotDir},
-		{name: "directory over a file in the destination directory", setup: map[string]string{"in/d": "file"}, opts: sandbox.CopyInOptions{Src: "d", Dst: "in"},
-			want: "in/ in/d=file", wantKind: sandbox.CopyNotDir},
-		{name: "file over a directory", setup: map[string]string{"in/f.txt/z": "z"}, opts: sandbox.CopyInOptions{Src: "f.txt", Dst: "in"},
-			want: "in/ in/f.txt/ in/f.txt/z=z", wantKind: sandbox.CopyIsDir},
+			opts: transfer.InOptions{Src: "d", Contents: true, Dst: "t"}, want: "t/ t/a=A t/keep=K t/sub/ t/sub/b=B t/sub/c=C"},
+		{name: "contents to a new directory", opts: transfer.InOptions{Src: "d", Contents: true, Dst: "n"}, want: "n/ n/a=A n/sub/ n/sub/b=B"},
+		{name: "directory over a file", setup: map[string]string{"x": "old"}, opts: transfer.InOptions{Src: "d", Dst: "x"}, want: "x=old", wantKind: transfer.NotDir},
+		{name: "directory over a file in the destination directory", setup: map[string]string{"in/d": "file"}, opts: transfer.InOptions{Src: "d", Dst: "in"},
+			want: "in/ in/d=file", wantKind: transfer.NotDir},
+		{name: "file over a directory", setup: map[string]string{"in/f.txt/z": "z"}, opts: transfer.InOptions{Src: "f.txt", Dst: "in"},
+			want: "in/ in/f.txt/ in/f.txt/z=z", wantKind: transfer.IsDir},
 		{name: "merge conflict moves nothing", setup: map[string]string{"t/a/deep": "x", "t/keep": "K"},
-			opts: sandbox.CopyInOptions{Src: "d", Contents: true, Dst: "t"}, want: "t/ t/a/ t/a/deep=x t/keep=K", wantKind: sandbox.CopyIsDir},
-		{name: "missing parent", opts: sandbox.CopyInOptions{Src: "f.txt", Dst: "no/such"}, wantKind: sandbox.CopyNoDir},
-		{name: "file to a directory path that does not exist", opts: sandbox.CopyInOptions{Src: "f.txt", Dst: "nd", DstIsDir: true}, wantKind: sandbox.CopyNoDir},
+			opts: transfer.InOptions{Src: "d", Contents: true, Dst: "t"}, want: "t/ t/a/ t/a/deep=x t/keep=K", wantKind: transfer.IsDir},
+		{name: "missing parent", opts: transfer.InOptions{Src: "f.txt", Dst: "no/such"}, wantKind: transfer.NoDir},
+		{name: "file to a directory path that does not exist", opts: transfer.InOptions{Src: "f.txt", Dst: "nd", DstIsDir: true}, wantKind: transfer.NoDir},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			box := t.TempDir()
@@ -219,8 +219,8 @@ func TestCopyInPlacement(t *testing.T) {
 			}
 			opts := tt.opts
 			opts.Src, opts.Dst = filepath.Join(src, opts.Src), filepath.Join(box, opts.Dst)
-			_, err := m.CopyIn(ctx, hostSandbox, opts)
-			var ce *sandbox.CopyError
+			_, err := transfer.New(m).In(ctx, hostSandbox, opts)
+			var ce *transfer.Error
 			switch {
 			case tt.wantKind == "" && err != nil:
 				t.Fatalf("CopyIn: %v", err)
@@ -247,7 +247,7 @@ func TestCopyInCleansLeftoversButNotLiveStaging(t *testing.T) {
 	if err := syscall.Flock(int(live.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.CopyIn(context.Background(), hostSandbox, sandbox.CopyInOptions{Src: filepath.Join(src, "f"), Dst: filepath.Join(box, "f")}); err != nil {
+	if _, err := transfer.New(m).In(context.Background(), hostSandbox, transfer.InOptions{Src: filepath.Join(src, "f"), Dst: filepath.Join(box, "f")}); err != nil {
 		t.Fatal(err)
 	}
 	if got := tree(t, box); got != ".sbx-cp-live/ .sbx-cp-live/item=busy f=x" {
@@ -273,7 +273,7 @@ func TestCopyInStripsSetuidAndKeepsModes(t *testing.T) {
 		}
 	}
 	tw.Close()
-	res, err := m.CopyIn(context.Background(), hostSandbox, sandbox.CopyInOptions{Stream: &buf, Dst: box})
+	res, err := transfer.New(m).In(context.Background(), hostSandbox, transfer.InOptions{Stream: &buf, Dst: box})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,13 +289,13 @@ func TestCopyInStripsSetuidAndKeepsModes(t *testing.T) {
 			t.Errorf("%s: mode %v, want %v", name, got, want)
 		}
 	}
-	if _, err := m.CopyIn(context.Background(), hostSandbox, sandbox.CopyInOptions{Stream: strings.NewReader(""), Dst: filepath.Join(box, "nope")}); !isKind(err, sandbox.CopyNoDir) {
+	if _, err := transfer.New(m).In(context.Background(), hostSandbox, transfer.InOptions{Stream: strings.NewReader(""), Dst: filepath.Join(box, "nope")}); !isKind(err, transfer.NoDir) {
 		t.Errorf("stream into a missing directory: %v", err)
 	}
 }
 
 func isKind(err error, kind string) bool {
-	var ce *sandbox.CopyError
+	var ce *transfer.Error
 	return errors.As(err, &ce) && ce.Kind == kind
 }
 
@@ -308,7 +308,7 @@ func TestCopyInSourceFailureWritesNothing(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(src, "d", "z")); err != nil {
 		t.Fatal(err)
 	}
-	_, err := m.CopyIn(context.Background(), hostSandbox, sandbox.CopyInOptions{Src: filepath.Join(src, "d"), Dst: filepath.Join(box, "d")})
+	_, err := transfer.New(m).In(context.Background(), hostSandbox, transfer.InOptions{Src: filepath.Join(src, "d"), Dst: filepath.Join(box, "d")})
 	if !errors.Is(err, archive.ErrLinkOutside) {
 		t.Fatalf("err = %v, want the source's own error", err)
 	}
@@ -348,7 +348,7 @@ func TestCopyInCancelLeavesNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-r.blocked; time.Sleep(200 * time.Millisecond); cancel() }()
 	start := time.Now()
-	_, err := m.CopyIn(ctx, hostSandbox, sandbox.CopyInOptions{Stream: r, Dst: box})
+	_, err := transfer.New(m).In(ctx, hostSandbox, transfer.InOptions{Stream: r, Dst: box})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
@@ -378,24 +378,24 @@ func TestCopyOut(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name    string
-		opts    sandbox.CopyOutOptions
+		opts    transfer.OutOptions
 		want    string
 		wantErr func(error) bool
 	}{
-		{name: "file", opts: sandbox.CopyOutOptions{Src: "f", Dst: "out"}, want: "out=file"},
-		{name: "directory, hardlinks as files", opts: sandbox.CopyOutOptions{Src: "d", Dst: "out"}, want: "out/ out/a=A out/hard=A out/sub/ out/sub/b=B"},
-		{name: "contents into an existing directory", opts: sandbox.CopyOutOptions{Src: "d", Contents: true, Dst: "."}, want: "a=A hard=A sub/ sub/b=B"},
-		{name: "symlinks to /etc/passwd and / are refused", opts: sandbox.CopyOutOptions{Src: "links", Dst: "out"},
+		{name: "file", opts: transfer.OutOptions{Src: "f", Dst: "out"}, want: "out=file"},
+		{name: "directory, hardlinks as files", opts: transfer.OutOptions{Src: "d", Dst: "out"}, want: "out/ out/a=A out/hard=A out/sub/ out/sub/b=B"},
+		{name: "contents into an existing directory", opts: transfer.OutOptions{Src: "d", Contents: true, Dst: "."}, want: "a=A hard=A sub/ sub/b=B"},
+		{name: "symlinks to /etc/passwd and / are refused", opts: transfer.OutOptions{Src: "links", Dst: "out"},
 			wantErr: func(err error) bool { return errors.Is(err, archive.ErrSymlink) }},
-		{name: "a symlinked source needs -L", opts: sandbox.CopyOutOptions{Src: "tolink", Dst: "out"},
-			wantErr: func(err error) bool { return isKind(err, sandbox.CopySymlink) }},
-		{name: "-L follows a directory link", opts: sandbox.CopyOutOptions{Src: "tolink", FollowLink: true, Dst: "out"}, want: "out/ out/a=A out/hard=A out/sub/ out/sub/b=B"},
-		{name: "-L follows a file link", opts: sandbox.CopyOutOptions{Src: "filelink", FollowLink: true, Dst: "out"}, want: "out=file"},
-		{name: "a FIFO is refused, not read", opts: sandbox.CopyOutOptions{Src: "fifo", Dst: "out"},
+		{name: "a symlinked source needs -L", opts: transfer.OutOptions{Src: "tolink", Dst: "out"},
+			wantErr: func(err error) bool { return isKind(err, transfer.Symlink) }},
+		{name: "-L follows a directory link", opts: transfer.OutOptions{Src: "tolink", FollowLink: true, Dst: "out"}, want: "out/ out/a=A out/hard=A out/sub/ out/sub/b=B"},
+		{name: "-L follows a file link", opts: transfer.OutOptions{Src: "filelink", FollowLink: true, Dst: "out"}, want: "out=file"},
+		{name: "a FIFO is refused, not read", opts: transfer.OutOptions{Src: "fifo", Dst: "out"},
 			wantErr: func(err error) bool { return errors.Is(err, archive.ErrFIFO) }},
-		{name: "missing", opts: sandbox.CopyOutOptions{Src: "nope", Dst: "out"}, wantErr: func(err error) bool { return isKind(err, sandbox.CopyMissing) }},
-		{name: "a file is not a directory", opts: sandbox.CopyOutOptions{Src: "f", SrcIsDir: true, Dst: "out"}, wantErr: func(err error) bool { return isKind(err, sandbox.CopyNotDir) }},
-		{name: "caps apply", opts: sandbox.CopyOutOptions{Src: "d", Dst: "out", MaxEntries: 2},
+		{name: "missing", opts: transfer.OutOptions{Src: "nope", Dst: "out"}, wantErr: func(err error) bool { return isKind(err, transfer.Missing) }},
+		{name: "a file is not a directory", opts: transfer.OutOptions{Src: "f", SrcIsDir: true, Dst: "out"}, wantErr: func(err error) bool { return isKind(err, transfer.NotDir) }},
+		{name: "caps apply", opts: transfer.OutOptions{Src: "d", Dst: "out", MaxEntries: 2},
 			wantErr: func(err error) bool { var le *archive.LimitError; return errors.As(err, &le) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -404,7 +404,7 @@ func TestCopyOut(t *testing.T) {
 			opts.Src, opts.Dst = filepath.Join(box, opts.Src), filepath.Join(host, opts.Dst)
 			done := make(chan struct{})
 			var err error
-			go func() { _, err = m.CopyOut(ctx, hostSandbox, opts); close(done) }()
+			go func() { _, err = transfer.New(m).Out(ctx, hostSandbox, opts); close(done) }()
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
@@ -431,7 +431,7 @@ func TestCopyOutStreamAndTotals(t *testing.T) {
 	var raw bytes.Buffer
 	var totalBytes int64
 	var totalFiles int
-	res, err := m.CopyOut(context.Background(), hostSandbox, sandbox.CopyOutOptions{Src: filepath.Join(box, "d"), Stream: &raw,
+	res, err := transfer.New(m).Out(context.Background(), hostSandbox, transfer.OutOptions{Src: filepath.Join(box, "d"), Stream: &raw,
 		Totals: func(b int64, n int) { totalBytes, totalFiles = b, n }})
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +458,7 @@ func TestCopyOutCleansHostLeftovers(t *testing.T) {
 	box, host := t.TempDir(), t.TempDir()
 	writeFiles(t, box, map[string]string{"f": "x"})
 	writeFiles(t, host, map[string]string{".sbx-cp-killed/item": "half"})
-	if _, err := m.CopyOut(context.Background(), hostSandbox, sandbox.CopyOutOptions{Src: filepath.Join(box, "f"), Dst: filepath.Join(host, "f")}); err != nil {
+	if _, err := transfer.New(m).Out(context.Background(), hostSandbox, transfer.OutOptions{Src: filepath.Join(box, "f"), Dst: filepath.Join(host, "f")}); err != nil {
 		t.Fatal(err)
 	}
 	if got := tree(t, host); got != "f=x" {
@@ -485,7 +485,7 @@ func TestCopyOutGuardsAndUmask(t *testing.T) {
 	sb := *hostSandbox
 	sb.WritableHostPaths = []string{bound}
 	ctx := context.Background()
-	_, err := m.CopyOut(ctx, &sb, sandbox.CopyOutOptions{Src: filepath.Join(box, "f"), Dst: filepath.Join(bound, "out") + "/"})
+	_, err := transfer.New(m).Out(ctx, &sb, transfer.OutOptions{Src: filepath.Join(box, "f"), Dst: filepath.Join(bound, "out") + "/"})
 	var le *archive.LinkError
 	if !errors.As(err, &le) {
 		t.Errorf("through a link in the sandbox's bind: %v", err)
@@ -494,28 +494,10 @@ func TestCopyOutGuardsAndUmask(t *testing.T) {
 		t.Errorf("the link's target holds %s", got)
 	}
 	dst := filepath.Join(host, "f")
-	if _, err := m.CopyOut(ctx, &sb, sandbox.CopyOutOptions{Src: filepath.Join(box, "f"), Dst: dst, Umask: 0o027}); err != nil {
+	if _, err := transfer.New(m).Out(ctx, &sb, transfer.OutOptions{Src: filepath.Join(box, "f"), Dst: dst, Umask: 0o027}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dst); err != nil || fi.Mode() != 0o640 {
 		t.Errorf("mode %v (%v); want 0640 under umask 027", fi.Mode(), err)
-	}
-}
-
-func TestInspectListsWritableBinds(t *testing.T) {
-	fake := &enginetest.FakeEngine{T: t, ContainerInspectFn: func(context.Context, string) (container.InspectResponse, error) {
-		return container.InspectResponse{
-			ContainerJSONBase: &container.ContainerJSONBase{ID: "c1", State: &container.State{Status: container.StateRunning}},
-			Config:            &container.Config{Labels: map[string]string{sandbox.LabelManaged: "true", sandbox.LabelName: "box"}},
-			Mounts: []container.MountPoint{
-				{Type: mount.TypeBind, Source: "/p", Destination: "/workspace", RW: true},
-				{Type: mount.TypeBind, Source: "/p/.git/hooks", Destination: "/workspace/.git/hooks"},
-				{Type: mount.TypeVolume, Source: "/var/lib/docker/volumes/v/_data", Destination: "/data", RW: true},
-			},
-		}, nil
-	}}
-	sb, err := (&sandbox.Manager{Engine: fake}).Inspect(context.Background(), "box")
-	if err != nil || strings.Join(sb.WritableHostPaths, " ") != "/p" {
-		t.Fatalf("%+v, %v", sb, err)
 	}
 }

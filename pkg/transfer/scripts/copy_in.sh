@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Copy into a sandbox (copy.go, CopyIn), run as: bash -c SCRIPT sbx-cp DST DSTDIR BASE KIND MODE
+# Copy into a sandbox (transfer.go, Copier.In), run as: bash -c SCRIPT sbx-cp DST DSTDIR BASE KIND MODE
 # OWNER ID PREFIX RAW. DST is the sandbox path and DSTDIR 1 when it was written with a trailing
 # slash; BASE the name the item lands under in an existing directory; KIND f (file), d
 # (directory), c (a directory's contents, given MODE in octal) or s (a tar stream); OWNER 1 keeps

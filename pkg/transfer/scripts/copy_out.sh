@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Copy out of a sandbox (copy.go, CopyOut), run as: bash -c SCRIPT sbx-cp SRC SRCDIR FOLLOW RAW
+# Copy out of a sandbox (transfer.go, Copier.Out), run as: bash -c SCRIPT sbx-cp SRC SRCDIR FOLLOW RAW
 # MEASURE. Writes the sandbox path SRC as a tar stream on stdout. A symlink named as SRC is
 # followed only with FOLLOW=1 or SRCDIR=1 (a trailing slash; SRC must then be a directory);
 # otherwise it is refused before any data, unless RAW=1 (the raw stream is wanted). MEASURE=1
