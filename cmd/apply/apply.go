@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
@@ -108,11 +110,11 @@ func applyRun(ctx context.Context, opts *ApplyOptions) error {
 	wasRunning := false
 	if opts.DryRun {
 		var unfrozen string
-		if unfrozen, err = m.Frozen(ctx, r.Name, apply); unfrozen != "" {
+		if unfrozen, err = workspace.New(m).Frozen(ctx, r.Name, apply); unfrozen != "" {
 			fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", unfrozen)
 		}
 	} else {
-		wasRunning, err = m.ChangeLayers(ctx, r.Name, "apply", opts.Restart, apply)
+		wasRunning, err = workspace.New(m).Change(ctx, r.Name, "apply", opts.Restart, apply)
 	}
 	if res != nil {
 		report(opts, res)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
 )
@@ -20,12 +22,12 @@ func OverlaySandbox(ctx context.Context, f *Factory, name string) (overlay.Layer
 	if err != nil {
 		return overlay.Layers{}, nil, err
 	}
-	l, err := m.Overlay(ctx, r.Name)
+	l, err := workspace.New(m).Layers(ctx, r.Name)
 	return l, r, err
 }
 
 // StartAgain starts the sandbox of r again when a change of its overlay's layers stopped it
-// (sandbox.Manager.ChangeLayers), saying so on stderr.
+// (workspace.Workspaces.Change), saying so on stderr.
 func StartAgain(ctx context.Context, f *Factory, r *config.Resolved, wasRunning bool, verb string) error {
 	if !wasRunning {
 		return nil

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
@@ -86,7 +88,7 @@ func diffRun(ctx context.Context, opts *DiffOptions) error {
 		return err
 	}
 	// Paused while read, so what is shown, and its digest, is one state of the sandbox.
-	unfrozen, err := m.Frozen(ctx, r.Name, func() error { return show(opts, l, r.Config.ProtectedPaths) })
+	unfrozen, err := workspace.New(m).Frozen(ctx, r.Name, func() error { return show(opts, l, r.Config.ProtectedPaths) })
 	if unfrozen != "" {
 		opts.IO.Progressf("warning: %s; sbx apply --expect still refuses any other change set\n", unfrozen)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
@@ -56,7 +58,7 @@ func discardRun(ctx context.Context, opts *DiscardOptions) error {
 		return err
 	}
 	var dropped []overlay.Change
-	wasRunning, err := m.ChangeLayers(ctx, r.Name, "discard", opts.Restart, func() error {
+	wasRunning, err := workspace.New(m).Change(ctx, r.Name, "discard", opts.Restart, func() error {
 		dropped, err = l.Discard(opts.Paths)
 		return err
 	})

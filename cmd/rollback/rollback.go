@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
@@ -52,7 +54,7 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 	if err != nil {
 		return err
 	}
-	wasRunning, err := m.Rollback(ctx, r.Name, opts.Label)
+	wasRunning, err := workspace.New(m).Rollback(ctx, r.Name, opts.Label)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sbx-sandbox/sbx/cmd/cmdutil"
@@ -54,7 +56,7 @@ func syncRun(ctx context.Context, opts *SyncOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := m.Sync(ctx, r.Name, r.Config.WorkspaceExclude)
+	res, err := workspace.New(m).Sync(ctx, r.Name, r.Config.WorkspaceExclude)
 	if err != nil {
 		return err
 	}

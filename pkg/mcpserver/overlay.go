@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
+
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
@@ -50,7 +52,7 @@ func (s *server) layers(ctx context.Context) (overlay.Layers, error) {
 		return overlay.Layers{}, err
 	}
 	defer release()
-	return m.Overlay(ctx, sb.Name)
+	return workspace.New(m).Layers(ctx, sb.Name)
 }
 
 func (s *server) diff(ctx context.Context, in DiffInput) (DiffOutput, error) {
@@ -69,7 +71,7 @@ func (s *server) diff(ctx context.Context, in DiffInput) (DiffOutput, error) {
 	release()
 	var out DiffOutput
 	// Paused while read, so the changes, their digest and the patch are one state.
-	_, err = m.Frozen(ctx, sb.Name, func() error {
+	_, err = workspace.New(m).Frozen(ctx, sb.Name, func() error {
 		changes, err := l.Changes(s.Resolved.Config.ProtectedPaths, in.Paths)
 		if err != nil {
 			return err
@@ -121,9 +123,9 @@ func (s *server) apply(ctx context.Context, in ApplyInput) (overlay.ApplyResult,
 	// The sandbox is stopped for a real apply (when idle), as sbx apply does; the next call
 	// starts it again.
 	if in.DryRun {
-		_, err = m.Frozen(ctx, sb.Name, run)
+		_, err = workspace.New(m).Frozen(ctx, sb.Name, run)
 	} else {
-		_, err = m.ChangeLayers(ctx, sb.Name, "apply", false, run)
+		_, err = workspace.New(m).Change(ctx, sb.Name, "apply", false, run)
 	}
 	if res == nil {
 		return overlay.ApplyResult{}, err
@@ -154,7 +156,7 @@ func (s *server) rollback(ctx context.Context, in LabelInput) (RollbackOutput, e
 		return RollbackOutput{}, err
 	}
 	release()
-	was, err := m.Rollback(ctx, sb.Name, in.Label)
+	was, err := workspace.New(m).Rollback(ctx, sb.Name, in.Label)
 	if err != nil {
 		return RollbackOutput{}, err
 	}

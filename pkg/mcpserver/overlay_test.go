@@ -15,6 +15,7 @@ import (
 	"github.com/sbx-sandbox/sbx/pkg/engine/enginetest"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
 	"github.com/sbx-sandbox/sbx/pkg/sandbox"
+	"github.com/sbx-sandbox/sbx/pkg/workspace"
 )
 
 // overlaySandbox is an overlay sandbox on a fake engine whose layers are real directories: a
@@ -152,7 +153,7 @@ func TestRollbackTool(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	m, s, _, _ := sb(context.Background())
-	l, err := m.Overlay(context.Background(), s.Name)
+	l, err := workspace.New(m).Layers(context.Background(), s.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

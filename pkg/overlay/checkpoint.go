@@ -23,7 +23,7 @@ import (
 // directory (checkpoints/LABEL.tar): the sandbox's changes only, never the project, with its
 // whiteouts (character devices 0/0) and opaque marks (user.overlay.opaque, as a PAX xattr
 // record). A rollback extracts it into a fresh directory and swaps it for the upper layer,
-// which must not be mounted then: the sandbox is stopped (sandbox.Manager.Rollback).
+// which must not be mounted then: the sandbox is stopped (workspace.Workspaces.Rollback).
 
 const opaqueRecord = "SCHILY.xattr.user.overlay.opaque"
 

@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
-	"slices"
 
-	"github.com/sbx-sandbox/sbx/internal/flock"
 	"github.com/sbx-sandbox/sbx/pkg/config"
 	"github.com/sbx-sandbox/sbx/pkg/errs"
 	"github.com/sbx-sandbox/sbx/pkg/overlay"
-	"github.com/sbx-sandbox/sbx/pkg/termtext"
 )
 
 // A carried workspace: on a remote engine the project's path is not there to bind (or,
@@ -91,7 +87,7 @@ func (m *Manager) carryIn(ctx context.Context, in SpecInput, sb *Sandbox) error 
 	if err := m.State.remove(l.Dir); err != nil {
 		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
 	}
-	carried, err := m.send(ctx, sb, l, in.Config.WorkspaceExclude, nil)
+	carried, err := m.SendProject(ctx, sb, l, in.Config.WorkspaceExclude, nil)
 	if err != nil {
 		return fmt.Errorf("creating sandbox %q: copying the project into it: %w", in.Name, err)
 	}
@@ -100,9 +96,10 @@ func (m *Manager) carryIn(ctx context.Context, in SpecInput, sb *Sandbox) error 
 	return carried.Save()
 }
 
-// send streams the project, without what patterns exclude and, when only is not nil, with
-// only the paths it says yes to (and their directories), into sb's workspace.
-func (m *Manager) send(ctx context.Context, sb *Sandbox, l overlay.Layers, patterns []string, only func(rel string) bool) (*overlay.Carried, error) {
+// SendProject streams the project of layers l, without what patterns exclude and, when only
+// is not nil, with only the paths it says yes to (and their directories), into sb's
+// workspace.
+func (m *Manager) SendProject(ctx context.Context, sb *Sandbox, l overlay.Layers, patterns []string, only func(rel string) bool) (*overlay.Carried, error) {
 	exclude, err := overlay.NewExclude(patterns)
 	if err != nil {
 		return nil, errs.Failure(fmt.Errorf("workspaceExclude: %w", err), "fix the pattern in your config")
@@ -132,120 +129,45 @@ func (m *Manager) send(ctx context.Context, sb *Sandbox, l overlay.Layers, patte
 	return carried, nil
 }
 
-// fetchCarried brings running sandbox sb's workspace back as the upper layer of its carried
-// layers, for sbx diff and apply, which read it as they read an overlay's.
-func (m *Manager) fetchCarried(ctx context.Context, sb *Sandbox) (overlay.Layers, error) {
+// Layers are the layers of sandbox sb's overlay workspace, or of its carried copy, brought
+// back from the running sandbox first, for sbx diff, apply and discard, which read both
+// alike. The project comes from the sandbox's label, checked to be a clean absolute path; the
+// layers' directory follows from the name alone.
+func (m *Manager) Layers(ctx context.Context, sb *Sandbox) (overlay.Layers, error) {
+	carried := sb.Labels[LabelCarry] != ""
+	if ws := sb.Labels[LabelWorkspace]; !carried && ws != config.WorkspaceOverlay {
+		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q has workspace %s, not overlay: its changes are already on the host or in its own volume", sb.Name, ws),
+			fmt.Sprintf("create it with an overlay workspace: sbx create -n %s --workspace overlay --replace", sb.Name))
+	}
 	root := sb.Labels[LabelProject]
 	if !filepath.IsAbs(root) || filepath.Clean(root) != root || config.ValidName(sb.Name) != nil {
 		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q names no usable project (%q)", sb.Name, root), "")
 	}
+	if !carried {
+		return overlay.Layers{Lower: root, Dir: m.State.DirIn(AreaOverlay, sb.Name)}, nil
+	}
+	l := m.carriedLayers(sb.Name, root)
+	return l, m.fetchCarried(ctx, sb, l)
+}
+
+// fetchCarried brings running sandbox sb's carried workspace back as the upper layer of l.
+func (m *Manager) fetchCarried(ctx context.Context, sb *Sandbox, l overlay.Layers) error {
 	if sb.Status != "running" {
-		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q is %s, and its carried workspace is read through it", sb.Name, sb.Status),
+		return errs.Failure(fmt.Errorf("sandbox %q is %s, and its carried workspace is read through it", sb.Name, sb.Status),
 			fmt.Sprintf("start it (sbx exec -n %s -- true), then try again", sb.Name))
 	}
 	c, err := m.carrier(sb.Name)
 	if err != nil {
-		return overlay.Layers{}, err
+		return err
 	}
-	l := m.carriedLayers(sb.Name, root)
 	if err := m.State.remove(l.Upper()); err != nil {
-		return overlay.Layers{}, err
+		return err
 	}
 	if err := os.MkdirAll(l.Upper(), 0o700); err != nil {
-		return overlay.Layers{}, err
+		return err
 	}
 	if err := c.FetchDir(ctx, sb, WorkspacePath, l.Upper()); err != nil {
-		return overlay.Layers{}, fmt.Errorf("reading the workspace of sandbox %q: %w", sb.Name, err)
+		return fmt.Errorf("reading the workspace of sandbox %q: %w", sb.Name, err)
 	}
-	return l, nil
-}
-
-// SyncResult is what sbx sync did. Its JSON names are stable.
-type SyncResult struct {
-	Sent    []string `json:"sent"`
-	Removed []string `json:"removed"`
-	// Kept are host changes not sent because the sandbox changed the same path: its version
-	// stays, to come back with sbx apply or to be dropped there.
-	Kept []string `json:"kept"`
-}
-
-// Sync sends what the host changed in the project since sandbox name's carried workspace was
-// made or last synced, but for paths the sandbox changed too, and removes there what the host
-// removed. patterns are the workspaceExclude in force.
-func (m *Manager) Sync(ctx context.Context, name string, patterns []string) (*SyncResult, error) {
-	sb, err := m.Inspect(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if sb.Labels[LabelCarry] == "" {
-		return nil, errs.Failure(fmt.Errorf("sandbox %q sees the project itself (workspace %s): there is nothing to sync", name, sb.Labels[LabelWorkspace]),
-			"sbx sync is for a workspace carried to a remote engine")
-	}
-	lock, err := flock.Open(ctx, m.State.LockIn(AreaOverlay, name), true, true)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Close()
-	l, err := m.fetchCarried(ctx, sb)
-	if err != nil {
-		return nil, err
-	}
-	theirs, err := l.Changes(nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	changed := map[string]bool{}
-	for _, c := range theirs {
-		changed[c.Path], changed[c.OldPath] = true, c.OldPath != ""
-	}
-	exclude, err := overlay.NewExclude(patterns)
-	if err != nil {
-		return nil, errs.Failure(fmt.Errorf("workspaceExclude: %w", err), "fix the pattern in your config")
-	}
-	send, gone, err := l.HostChanges(exclude)
-	if err != nil {
-		return nil, err
-	}
-	res := &SyncResult{Sent: []string{}, Removed: []string{}, Kept: []string{}}
-	only := map[string]bool{}
-	for _, p := range send {
-		if changed[p] {
-			res.Kept = append(res.Kept, p)
-			continue
-		}
-		res.Sent = append(res.Sent, p)
-		for q := p; q != "."; q = path.Dir(q) {
-			only[q] = true
-		}
-	}
-	var carried *overlay.Carried
-	if len(res.Sent) > 0 {
-		if carried, err = m.send(ctx, sb, l, patterns, func(rel string) bool { return only[rel] }); err != nil {
-			return nil, fmt.Errorf("syncing sandbox %q: %w", name, err)
-		}
-	}
-	var rm []string
-	for _, p := range gone {
-		if changed[p] {
-			res.Kept = append(res.Kept, p)
-			continue
-		}
-		res.Removed = append(res.Removed, p)
-		rm = append(rm, path.Join(WorkspacePath, p))
-	}
-	if len(rm) > 0 {
-		stderr := &LimitedBuffer{What: "rm's errors", Limit: 64 << 10}
-		r, err := m.Exec(ctx, sb, ExecOptions{Cmd: append([]string{"rm", "-rf", "--"}, rm...), Stdout: io.Discard, Stderr: stderr})
-		if err == nil && r.ExitCode != 0 {
-			err = fmt.Errorf("rm exited %d: %s", r.ExitCode, termtext.Clean(stderr.String()))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("syncing sandbox %q: removing what the host removed: %w", name, err)
-		}
-	}
-	if err := l.Synced(carried, res.Removed); err != nil {
-		return nil, fmt.Errorf("syncing sandbox %q: %w", name, err)
-	}
-	slices.Sort(res.Kept)
-	return res, nil
+	return nil
 }

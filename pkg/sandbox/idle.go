@@ -34,7 +34,7 @@ const idleLockWait = 10 * time.Second
 // that cannot be had leaves l without it: the command goes on, and the agent may stop an
 // idle-looking sandbox under it only in the moments before the command reaches it.
 func (m *Manager) holdIdleLock(ctx context.Context, l *Lease, name string) {
-	path := m.State.idleLockPath(name)
+	path := m.State.IdleLockPath(name)
 	f, err := flock.Open(ctx, path, false, false)
 	if errors.Is(err, flock.ErrLocked) {
 		l.stopped = true
@@ -82,7 +82,7 @@ func (m *Manager) waitIdleStop(ctx context.Context, name string) error {
 // sandbox mounts read-only: the same file leases hold, so a lease taken before the start
 // counts. The sandbox user must be able to open it (a flock needs no write access).
 func (m *Manager) linkIdleLock(name, dir string) error {
-	path := m.State.idleLockPath(name)
+	path := m.State.IdleLockPath(name)
 	// A pooled sandbox starts before any lease was taken here (pool.go).
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err

@@ -422,7 +422,7 @@ func (m *Manager) claimPooled(ctx context.Context, in SpecInput) (*Sandbox, erro
 // moveIdleLock gives sandbox to the idle lock pooled sandbox from's agent holds: leases of
 // to then take the very file the agent watches (idle.go).
 func (m *Manager) moveIdleLock(from, to string) {
-	src, dst := m.State.idleLockPath(from), m.State.idleLockPath(to)
+	src, dst := m.State.IdleLockPath(from), m.State.IdleLockPath(to)
 	tmp := dst + ".claim"
 	_ = os.Remove(tmp)
 	if err := os.Link(src, tmp); err != nil {

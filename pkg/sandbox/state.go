@@ -33,10 +33,10 @@ func (s *StateStore) path(name string) string { return filepath.Join(s.Dir, name
 // leasePath is the lock file of sandbox name's leases (see admission.go).
 func (s *StateStore) leasePath(name string) string { return filepath.Join(s.Dir, leaseDir, name) }
 
-// idleLockPath is the lock that tells sandbox name's agent an sbx is using the sandbox, so it
+// IdleLockPath is the lock that tells sandbox name's agent an sbx is using the sandbox, so it
 // must not stop it for idleness (admission.go, idle.go): beside the leases, under a name no
 // sandbox can have, and linked into the agent's directory when the sandbox starts.
-func (s *StateStore) idleLockPath(name string) string {
+func (s *StateStore) IdleLockPath(name string) string {
 	return filepath.Join(s.Dir, leaseDir, "."+name+".idle")
 }
 
@@ -212,7 +212,7 @@ func (s *StateStore) Remove(name string) error {
 		return fmt.Errorf("removing state: %w", err)
 	}
 	_ = s.remove(s.leasePath(name))
-	_ = s.remove(s.idleLockPath(name))
+	_ = s.remove(s.IdleLockPath(name))
 	_ = s.remove(s.createLockPath(name))
 	if err := s.remove(s.path(name)); err != nil {
 		return fmt.Errorf("removing state of %q: %w", name, err)

@@ -104,7 +104,7 @@ func TestPkgLeavesTheTerminalAndEnvironmentToCmd(t *testing.T) {
 
 // The capabilities built on sandbox's lifecycle core need it; it needs none of them.
 func TestSandboxCoreKnowsNoCapability(t *testing.T) {
-	capabilities := []string{"pkg/proc", "pkg/transfer", "pkg/browser", "pkg/snippet", "pkg/stats", "pkg/mcpserver", "pkg/explain"}
+	capabilities := []string{"pkg/proc", "pkg/transfer", "pkg/workspace", "pkg/browser", "pkg/snippet", "pkg/stats", "pkg/mcpserver", "pkg/explain"}
 	seen := 0
 	for _, f := range pkgFiles(t) {
 		if f.pkg != "pkg/sandbox" {
