@@ -76,14 +76,15 @@ func (m *Manager) carries(mode string) bool {
 // NewCarriage is how a sandbox made now with a workspace of mode would get it.
 func (m *Manager) NewCarriage(mode string) string { return Carriage(mode, m.carries(mode)) }
 
-// carriedLayers are the layers' directory of sandbox name's carried workspace of project root.
-func (m *Manager) carriedLayers(name, root string) overlay.Layers {
-	return overlay.Layers{Lower: root, Dir: m.State.DirIn(AreaOverlay, name), Carried: true}
+// layersOf are the layers of sandbox name's overlay workspace of project root, or with carried
+// of its carried copy: both live in its overlay area.
+func (m *Manager) layersOf(name, root string, carried bool) overlay.Layers {
+	return overlay.Layers{Lower: root, Dir: m.State.DirIn(AreaOverlay, name), Carried: carried}
 }
 
 // carryIn sends the project into the new sandbox sb and records what it sent.
 func (m *Manager) carryIn(ctx context.Context, in SpecInput, sb *Sandbox) error {
-	l := m.carriedLayers(in.Name, in.ProjectRoot)
+	l := m.layersOf(in.Name, in.ProjectRoot, true)
 	if err := m.State.remove(l.Dir); err != nil {
 		return fmt.Errorf("creating sandbox %q: %w", in.Name, err)
 	}
@@ -143,10 +144,10 @@ func (m *Manager) Layers(ctx context.Context, sb *Sandbox) (overlay.Layers, erro
 	if !filepath.IsAbs(root) || filepath.Clean(root) != root || config.ValidName(sb.Name) != nil {
 		return overlay.Layers{}, errs.Failure(fmt.Errorf("sandbox %q names no usable project (%q)", sb.Name, root), "")
 	}
+	l := m.layersOf(sb.Name, root, carried)
 	if !carried {
-		return overlay.Layers{Lower: root, Dir: m.State.DirIn(AreaOverlay, sb.Name)}, nil
+		return l, nil
 	}
-	l := m.carriedLayers(sb.Name, root)
 	return l, m.fetchCarried(ctx, sb, l)
 }
 
